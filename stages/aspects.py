@@ -1,0 +1,148 @@
+"""Aspect planner: the one place where an aspect entry becomes a model input shape.
+
+An entry is either `ratio: "W:H"` (e.g. "9:16" is portrait, "9:19.5" allowed) with an
+optional `long_side`, or explicit `height` and `width`. For a ratio, the long side equals
+long_side and the short side is the multiple of 14 (the ViT patch) nearest to
+long_side * short / long (halves round up).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+PATCH = 14
+MIN_SIDE = PATCH * 4  # 56: below this the DPT head's 4 pyramid levels collapse
+MAX_SIDE = 2016  # 144 patches: far past what a phone GPU holds for global attention
+DEFAULT_LONG_SIDE = 896
+ASPECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+ALLOWED_KEYS = ("ratio", "long_side", "height", "width")
+
+
+class AspectError(ValueError):
+    """An aspect entry that cannot become a shape; the message names the aspect and rule."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    height: int
+    width: int
+
+    @property
+    def patches(self) -> tuple[int, int]:
+        return self.height // PATCH, self.width // PATCH
+
+    def __str__(self) -> str:
+        return f"{self.height}x{self.width}"
+
+
+@dataclass(frozen=True)
+class Aspect:
+    name: str
+    ratio: str  # "W:H" as configured, or reduced from explicit sizes
+    shape: Shape
+
+    @property
+    def height(self) -> int:
+        return self.shape.height
+
+    @property
+    def width(self) -> int:
+        return self.shape.width
+
+
+def plan_aspect(name: str, entry: object, default_long_side: int = DEFAULT_LONG_SIDE) -> Aspect:
+    """Turn one `aspects.<name>` entry of params.yaml into an Aspect, or raise AspectError."""
+    where = f"aspects.{name}"
+    if not isinstance(name, str) or not ASPECT_NAME.match(name):
+        raise AspectError(f"{where}: aspect names use letters, digits, '_', '.', '-' (e.g. 9x16)")
+    if not isinstance(entry, dict):
+        raise AspectError(f'{where}: expected a mapping like {{ratio: "9:16"}} or {{height: 896, width: 504}}')
+    unknown = sorted(set(entry) - set(ALLOWED_KEYS))
+    if unknown:
+        raise AspectError(f"{where}: unknown key(s) {unknown}; allowed: {list(ALLOWED_KEYS)}")
+    has_ratio = "ratio" in entry
+    has_size = "height" in entry or "width" in entry
+    if has_ratio == has_size:
+        raise AspectError(f"{where}: give either ratio (\"W:H\") or both height and width, not {sorted(entry)}")
+    if has_ratio:
+        long_side = _side(f"{where}.long_side", entry.get("long_side", default_long_side))
+        ratio_w, ratio_h = parse_ratio(where, entry["ratio"])
+        shape = shape_for_ratio(where, ratio_w, ratio_h, long_side)
+        return Aspect(name, str(entry["ratio"]), shape)
+    if "long_side" in entry:
+        raise AspectError(f"{where}: long_side applies to ratio entries only")
+    if "height" not in entry or "width" not in entry:
+        raise AspectError(f"{where}: explicit sizes need both height and width")
+    shape = Shape(_side(f"{where}.height", entry["height"]), _side(f"{where}.width", entry["width"]))
+    g = math.gcd(shape.width, shape.height)
+    return Aspect(name, f"{shape.width // g}:{shape.height // g}", shape)
+
+
+def parse_ratio(where: str, ratio: object) -> tuple[Decimal, Decimal]:
+    """'W:H' -> (W, H) as positive finite decimals."""
+    parts = ratio.split(":") if isinstance(ratio, str) else []
+    try:
+        w, h = (Decimal(p.strip()) for p in parts) if len(parts) == 2 else (None, None)
+    except InvalidOperation:
+        w = h = None
+    if w is None or not (w.is_finite() and h.is_finite()) or w <= 0 or h <= 0:
+        raise AspectError(
+            f"{where}.ratio: {ratio!r} is not a ratio of two positive numbers written \"W:H\" "
+            f"(e.g. \"9:16\" for portrait, \"9:19.5\")"
+        )
+    return w, h
+
+
+def shape_for_ratio(where: str, ratio_w: Decimal, ratio_h: Decimal, long_side: int) -> Shape:
+    """Long side = long_side; short side = nearest multiple of PATCH to the exact value."""
+    short_exact = Decimal(long_side) * min(ratio_w, ratio_h) / max(ratio_w, ratio_h)
+    short = int((short_exact / PATCH + Decimal("0.5")).to_integral_value(rounding="ROUND_FLOOR")) * PATCH
+    if short < MIN_SIDE:
+        raise AspectError(
+            f"{where}: ratio {ratio_w}:{ratio_h} at long side {long_side} gives a short side of "
+            f"{short} px, below the minimum {MIN_SIDE} ({PATCH}*4)"
+        )
+    return Shape(long_side, short) if ratio_h >= ratio_w else Shape(short, long_side)
+
+
+def _side(where: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AspectError(f"{where}: {value!r} is not an integer number of pixels")
+    if value % PATCH:
+        raise AspectError(f"{where}: {value} is not a multiple of {PATCH} (the ViT patch size)")
+    if not MIN_SIDE <= value <= MAX_SIDE:
+        raise AspectError(f"{where}: {value} is outside [{MIN_SIDE}, {MAX_SIDE}]")
+    return value
+
+
+def check_long_side(value: object) -> int:
+    """Validate the top-level long_side with the same rules as any side."""
+    return _side("long_side", value)
+
+
+def closest_aspect(aspects: list[Aspect], width: int, height: int) -> tuple[Aspect, str]:
+    """The catalogued aspect whose W/H is closest to a camera's, compared in log space.
+
+    Log space makes 9:16 and 16:9 equally far from 1:1. Orientation is part of the ratio,
+    so a portrait camera never gets a landscape model. Ties go to the larger model (more
+    pixels), then to the name, so the choice is stable. Returns the aspect and a sentence
+    explaining the choice.
+    """
+    if width <= 0 or height <= 0:
+        raise ValueError(f"camera size must be positive, got {width}x{height}")
+    if not aspects:
+        raise ValueError("the catalog has no aspects to choose from")
+    target = math.log(width / height)
+
+    def key(a: Aspect):
+        return (round(abs(math.log(a.width / a.height) - target), 9), -a.width * a.height, a.name)
+
+    best = min(aspects, key=key)
+    ratio_error = abs(math.exp(abs(math.log(best.width / best.height) - target)) - 1)
+    return best, (
+        f"camera {width}x{height} (W/H {width / height:.4f}) -> {best.name} "
+        f"{best.width}x{best.height} (W/H {best.width / best.height:.4f}, {ratio_error:.2%} off)"
+    )

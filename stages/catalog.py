@@ -1,0 +1,149 @@
+"""Catalog stage: one JSON document describing every shipped model, checked against its schema.
+
+    python -m stages.catalog
+
+Lists exactly the aspects in params.yaml, each only if its validation passed and its file
+still has the validated sha256. Folders of aspects no longer in params.yaml are removed.
+The document is validated against stages/catalog.schema.json before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import jsonschema
+
+from stages import fileio, paths
+from stages.params import Params, ParamsError, load_params
+from stages.photos import PREPROCESSING
+
+SCHEMA_FILE = Path(__file__).with_name("catalog.schema.json")
+SCHEMA_VERSION = 1
+TOOLS = ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "depth-anything-3", "dvc")
+PRECISION = "fp16-weights"  # FP16 weights (dequantized at load), FP32 activations and I/O
+OUTPUT_MEANING = (
+    "relative depth: the official DA3 `depth` output (exp of the head's depth logit), larger is "
+    "farther; defined up to scale, not metric"
+)
+
+
+class CatalogError(RuntimeError):
+    pass
+
+
+def load_schema() -> dict:
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+def validate_catalog(document: dict) -> None:
+    """Raise jsonschema.ValidationError if the document does not follow the catalog schema."""
+    jsonschema.validate(document, load_schema(), cls=jsonschema.Draft202012Validator)
+
+
+def tool_versions() -> dict[str, str]:
+    return {name: metadata.version(name) for name in TOOLS}
+
+
+def model_entry(params: Params, name: str) -> dict:
+    """The catalog entry of one aspect, from what its validate stage recorded."""
+    aspect = params.aspect(name)
+    try:
+        metrics = json.loads(paths.metrics(name).read_text())
+        lint = json.loads(paths.lint_report(name).read_text())
+    except FileNotFoundError as exc:
+        raise CatalogError(f"aspect {name}: not validated yet ({exc.filename} missing)") from None
+    if not metrics.get("passed"):
+        raise CatalogError(f"aspect {name}: validation failed: {metrics.get('failures')}")
+    if (metrics["height"], metrics["width"]) != (aspect.height, aspect.width):
+        raise CatalogError(f"aspect {name}: validated at {metrics['height']}x{metrics['width']}, "
+                           f"params say {aspect.shape}")
+    shipped = paths.fp16_model(name)
+    sha256 = fileio.sha256_file(shipped)
+    if sha256 != metrics["sha256"]:
+        raise CatalogError(f"aspect {name}: {shipped} changed after validation (sha256 {sha256[:12]}... "
+                           f"!= validated {metrics['sha256'][:12]}...)")
+    fidelity = metrics["fidelity"]
+    return {
+        "aspect": name,
+        "ratio": aspect.ratio,
+        "height": aspect.height,
+        "width": aspect.width,
+        "file": shipped.as_posix(),
+        "sha256": sha256,
+        "bytes": shipped.stat().st_size,
+        "precision": PRECISION,
+        "input": {
+            "shape": [1, 3, aspect.height, aspect.width],
+            "layout": "NCHW",
+            "dtype": "float32",
+            "preprocessing": PREPROCESSING,
+        },
+        "output": {
+            "shape": [1, 1, aspect.height, aspect.width],
+            "layout": "NCHW",
+            "dtype": "float32",
+            "meaning": OUTPUT_MEANING,
+        },
+        "fidelity": {
+            "reference": "official depth_anything_3 PyTorch model, FP32",
+            "gate_min_pearson": metrics["gates"]["min_pearson"],
+            "pearson_min": fidelity["pearson"],
+            "cosine_min": fidelity["cosine"],
+            "max_abs_error": fidelity["max_abs_error"],
+            "mean_rel_error_max": fidelity["mean_rel_error"],
+            "photos": {photo: m["pearson"] for photo, m in fidelity["photos"].items()},
+        },
+        "gpu_lint": {
+            "gpu_clean": lint["gpu_clean"],
+            "ops": lint["ops"],
+            "max_rank": lint["max_rank"],
+            "op_histogram": lint["op_histogram"],
+            "fp16_weight_tensors": lint["fp16_weight_tensors"],
+        },
+    }
+
+
+def build_catalog(params: Params, created: str | None = None) -> dict:
+    provenance = json.loads(paths.PROVENANCE.read_text())
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "name": params.catalog.name,
+        "version": params.catalog.version,
+        "created": created or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "checkpoint": provenance,
+        "tools": tool_versions(),
+        "models": [model_entry(params, name) for name in params.aspects],
+    }
+    validate_catalog(document)
+    return document
+
+
+def stale_aspect_dirs(params: Params) -> list[Path]:
+    if not paths.MODELS.is_dir():
+        return []
+    return sorted(d for d in paths.MODELS.iterdir() if d.is_dir() and d.name not in params.aspects)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        params = load_params()
+        document = build_catalog(params)
+    except (ParamsError, CatalogError, jsonschema.ValidationError) as exc:
+        print(f"catalog: {exc}", file=sys.stderr)
+        return 1
+    fileio.write_json(paths.CATALOG, document)
+    for stale in stale_aspect_dirs(params):
+        shutil.rmtree(stale)
+        print(f"catalog: removed {stale} (aspect no longer in params.yaml)")
+    print(f"catalog: {document['name']} {document['version']} with {len(document['models'])} models "
+          f"({', '.join(m['aspect'] for m in document['models'])}) -> {paths.CATALOG}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The official, unpatched Depth Anything 3 model: construction, strict loading, depth forward.
+
+Everything that validates the farm's output compares against `official_depth` on a model
+built here, so this module must stay a thin shell over the `depth_anything_3` package.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("DA3_LOG_LEVEL", "WARN")  # the package logs every layer choice at INFO
+
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+from depth_anything_3.cfg import create_object, load_config  # noqa: E402
+from depth_anything_3.model.da3 import DepthAnything3Net  # noqa: E402
+from depth_anything_3.registry import MODEL_REGISTRY  # noqa: E402
+from safetensors.torch import load_model, save_model  # noqa: E402
+from torch import nn  # noqa: E402
+
+# Presets whose graph the rewrites know. Others (giant, nested, metric) differ in structure.
+SUPPORTED_MODELS = ("da3-small",)
+# Hub checkpoints hold the network as `DepthAnything3.model`, so every key has this prefix.
+HUB_KEY_PREFIX = "model."
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded; the message says what is wrong and where."""
+
+
+def build_official(model_name: str = "da3-small") -> DepthAnything3Net:
+    """The official network for a preset, randomly initialised, in eval mode."""
+    if model_name not in SUPPORTED_MODELS:
+        raise CheckpointError(
+            f"model_name {model_name!r} is not supported; the farm converts {list(SUPPORTED_MODELS)}"
+        )
+    return create_object(load_config(MODEL_REGISTRY[model_name])).eval()
+
+
+class HubLayout(nn.Module):
+    """The official net under the attribute `model`, as depth_anything_3.api.DepthAnything3
+    holds it: its state_dict keys are exactly the Hub checkpoint's (`model.` prefix)."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.model = net
+
+
+def load_hub_weights(net: nn.Module, weights: Path | str) -> None:
+    """Load a Hub model.safetensors into `net`; any missing, unexpected or misshapen key is an error.
+
+    Uses safetensors' `load_model`, as the Hub mixin does, so tensors the official model
+    shares (the aux head's LayerNorm, stored once) resolve the same way.
+    """
+    try:
+        missing, unexpected = load_model(HubLayout(net), str(weights), strict=False)
+    except RuntimeError as exc:  # size mismatches
+        raise CheckpointError(f"{weights} does not match the official model: {exc}") from None
+    except Exception as exc:  # corrupt or non-safetensors file
+        raise CheckpointError(f"{weights}: not a readable safetensors file: {exc}") from None
+    if missing or unexpected:
+        hint = ""
+        if unexpected and not any(k.startswith(HUB_KEY_PREFIX) for k in unexpected):
+            hint = f" (Hub checkpoints prefix every key with {HUB_KEY_PREFIX!r})"
+        raise CheckpointError(
+            f"{weights} does not match the official model{hint}: "
+            f"missing keys ({len(missing)}): {sorted(missing)}; unexpected keys ({len(unexpected)}): {sorted(unexpected)}"
+        )
+
+
+def save_hub_weights(net: nn.Module, weights: Path | str) -> None:
+    """Write `net` as a Hub model.safetensors (shared tensors stored once, as the mixin does)."""
+    save_model(HubLayout(net), str(weights), metadata={"format": "pt"})
+
+
+@torch.no_grad()
+def official_depth(model: DepthAnything3Net, image: torch.Tensor) -> torch.Tensor:
+    """The official `depth` output for one normalized image [1,3,H,W] -> [1,1,H,W], in FP32.
+
+    Runs the official forward unchanged (single view, no camera input), with autocast
+    disabled so the reference is a true FP32 computation.
+    """
+    with torch.autocast(device_type=image.device.type, enabled=False):
+        out = model(image.unsqueeze(1))  # the official API takes [B, S, 3, H, W]
+    return out["depth"].reshape(1, 1, *image.shape[-2:]).float()

@@ -1,0 +1,192 @@
+"""The one loader of params.yaml: parse, check everything cheap, return typed settings.
+
+Every stage calls `load_params()` first, so a bad params.yaml fails in well under a second,
+before any model loads and before any output is touched. Each error names the key, the
+offending value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from stages.aspects import Aspect, AspectError, check_long_side, plan_aspect
+from stages.photos import PHOTOS
+
+PARAMS_FILE = Path("params.yaml")
+SOURCES = ("hub", "local", "random")
+HUB_FILES = ("config.json", "model.safetensors")
+MIN_PHOTOS = 3
+SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$")
+
+_TOP_KEYS = ("checkpoint", "long_side", "aspects", "validation", "catalog")
+_CHECKPOINT_KEYS = ("source", "repo", "revision", "path", "seed")
+_VALIDATION_KEYS = ("min_pearson", "photos")
+_CATALOG_KEYS = ("name", "version")
+
+
+class ParamsError(ValueError):
+    """params.yaml is invalid; the message names the key and what is allowed."""
+
+
+@dataclass(frozen=True)
+class CheckpointParams:
+    source: str
+    repo: str
+    revision: str
+    path: str | None
+    seed: int
+
+
+@dataclass(frozen=True)
+class ValidationParams:
+    min_pearson: float
+    photos: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CatalogParams:
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class Params:
+    checkpoint: CheckpointParams
+    long_side: int
+    aspects: dict[str, Aspect]
+    validation: ValidationParams
+    catalog: CatalogParams
+
+    def aspect(self, name: str) -> Aspect:
+        if name not in self.aspects:
+            raise ParamsError(f"aspect {name!r} is not in params.yaml; configured: {sorted(self.aspects)}")
+        return self.aspects[name]
+
+
+def load_params(path: Path | str = PARAMS_FILE) -> Params:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ParamsError(f"{path} not found: run from the repository root") from None
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{path} is not valid YAML: {exc}") from None
+    return parse_params(raw, base_dir=path.resolve().parent)
+
+
+def parse_params(raw: object, base_dir: Path = Path(".")) -> Params:
+    """Validate a parsed params.yaml document; relative paths resolve against base_dir."""
+    top = _mapping("params.yaml", raw, _TOP_KEYS, required=_TOP_KEYS)
+    try:
+        long_side = check_long_side(top["long_side"])
+        aspects = _aspects(top["aspects"], long_side)
+    except AspectError as exc:
+        raise ParamsError(str(exc)) from None
+    return Params(
+        checkpoint=_checkpoint(top["checkpoint"], base_dir),
+        long_side=long_side,
+        aspects=aspects,
+        validation=_validation(top["validation"]),
+        catalog=_catalog(top["catalog"]),
+    )
+
+
+def _mapping(where: str, value: object, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
+    if not isinstance(value, dict):
+        raise ParamsError(f"{where}: expected a mapping with keys {list(allowed)}, got {value!r}")
+    unknown = sorted(set(value) - set(allowed), key=str)
+    if unknown:
+        raise ParamsError(f"{where}: unknown key(s) {unknown}; allowed: {list(allowed)}")
+    missing = [k for k in required if k not in value]
+    if missing:
+        raise ParamsError(f"{where}: missing key(s) {missing}")
+    return value
+
+
+def _aspects(raw: object, long_side: int) -> dict[str, Aspect]:
+    if not isinstance(raw, dict) or not raw:
+        raise ParamsError('aspects: expected at least one entry, e.g. 9x16: {ratio: "9:16"}')
+    aspects: dict[str, Aspect] = {}
+    by_shape: dict[tuple[int, int], str] = {}
+    for name, entry in raw.items():
+        aspect = plan_aspect(str(name) if isinstance(name, int) else name, entry, long_side)
+        key = (aspect.height, aspect.width)
+        if key in by_shape:
+            raise ParamsError(
+                f"aspects.{aspect.name} and aspects.{by_shape[key]} both give {aspect.shape} "
+                f"(HxW): each shape is built once; remove one or change its ratio/size"
+            )
+        by_shape[key] = aspect.name
+        aspects[aspect.name] = aspect
+    return aspects
+
+
+def _checkpoint(raw: object, base_dir: Path) -> CheckpointParams:
+    c = _mapping("checkpoint", raw, _CHECKPOINT_KEYS, required=("source",))
+    source = c["source"]
+    if source not in SOURCES:
+        raise ParamsError(f"checkpoint.source: {source!r} is not one of {list(SOURCES)}")
+    repo, revision = c.get("repo", "depth-anything/DA3-SMALL"), c.get("revision", "main")
+    if source == "hub":
+        if not isinstance(repo, str) or repo.count("/") != 1:
+            raise ParamsError(f"checkpoint.repo: {repo!r} is not a Hub repo id like 'depth-anything/DA3-SMALL'")
+        if not isinstance(revision, str) or not revision:
+            raise ParamsError(f"checkpoint.revision: {revision!r} must be a branch, tag or commit hash")
+    path = c.get("path")
+    if source == "local":
+        if not isinstance(path, str) or not path:
+            raise ParamsError("checkpoint.path: source 'local' needs a directory holding "
+                              f"{' + '.join(HUB_FILES)}")
+        directory = (base_dir / path)
+        missing = [f for f in HUB_FILES if not (directory / f).is_file()]
+        if missing:
+            raise ParamsError(f"checkpoint.path: {path!r} lacks {missing}; a local checkpoint is a "
+                              f"directory in the Hub layout ({' + '.join(HUB_FILES)})")
+    seed = c.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ParamsError(f"checkpoint.seed: {seed!r} must be a non-negative integer")
+    return CheckpointParams(source, str(repo), str(revision), path, seed)
+
+
+def _validation(raw: object) -> ValidationParams:
+    v = _mapping("validation", raw, _VALIDATION_KEYS, required=("min_pearson",))
+    gate = v["min_pearson"]
+    if isinstance(gate, bool) or not isinstance(gate, (int, float)) or not math.isfinite(gate) \
+            or not 0 < gate <= 1:
+        raise ParamsError(f"validation.min_pearson: {gate!r} must be a number in (0, 1]")
+    photos = v.get("photos", list(PHOTOS))
+    if not isinstance(photos, list) or len(photos) < MIN_PHOTOS:
+        raise ParamsError(f"validation.photos: need a list of at least {MIN_PHOTOS} photos from {list(PHOTOS)}")
+    unknown = [p for p in photos if p not in PHOTOS]
+    if unknown or len(set(photos)) != len(photos):
+        raise ParamsError(f"validation.photos: {unknown or 'duplicates'} not valid; choose distinct names "
+                          f"from {list(PHOTOS)}")
+    return ValidationParams(float(gate), tuple(photos))
+
+
+def _catalog(raw: object) -> CatalogParams:
+    c = _mapping("catalog", raw, _CATALOG_KEYS, required=_CATALOG_KEYS)
+    name, version = c["name"], c["version"]
+    if not isinstance(name, str) or not re.match(r"^[a-z0-9][a-z0-9._-]*$", name):
+        raise ParamsError(f"catalog.name: {name!r} must be lowercase letters, digits, '.', '_', '-'")
+    if not isinstance(version, str) or not SEMVER.match(version):
+        raise ParamsError(f"catalog.version: {version!r} is not a semantic version like \"0.1.0\" "
+                          "(quote it in YAML)")
+    return CatalogParams(name, version)
+
+
+def main() -> int:
+    """`python -m stages.params`: check params.yaml and print the planned shapes."""
+    params = load_params()
+    for a in params.aspects.values():
+        print(f"{a.name:>10}  ratio {a.ratio:>7}  H x W = {a.height} x {a.width}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""Patch stage: official model -> GPU-clean monocular-depth program for one aspect.
+
+    python -m stages.patch 9x16
+
+Builds `MonoDepth` (stages.mono_depth) from the checkpoint at the aspect's shape, checks
+it against the official model on a real photo (the rewrites must be exact), and saves
+the torch.export program that the export stage converts.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+
+from stages import fileio, paths
+from stages.weights import load_official_from_dir
+from stages.mono_depth import MonoDepth, RewriteOptions
+from stages.official import CheckpointError, official_depth
+from stages.params import ParamsError, load_params
+from stages.photos import load_photo_tensor
+
+# The patched module must match the official one to this fraction of the depth range.
+MAX_RELATIVE_ERROR = 1e-4
+CHECK_PHOTO = "motorcycle_left"
+
+
+class NotExactError(RuntimeError):
+    pass
+
+
+def patch_model(official: torch.nn.Module, height: int, width: int,
+                options: RewriteOptions = RewriteOptions()) -> tuple[MonoDepth, dict]:
+    """MonoDepth from `official` (consumed), with its measured error vs the official model."""
+    image = load_photo_tensor(CHECK_PHOTO, height, width)
+    reference = official_depth(official, image)
+    mono = MonoDepth(official, height, width, options).eval()
+    with torch.no_grad():
+        patched = mono(image)
+    max_abs = float((patched - reference).abs().max())
+    depth_range = float(reference.max() - reference.min())
+    report = {
+        "height": height,
+        "width": width,
+        "rewrites": options.__dict__,
+        "check_photo": CHECK_PHOTO,
+        "max_abs_error": max_abs,
+        "relative_error": max_abs / depth_range,
+        "gate_relative_error": MAX_RELATIVE_ERROR,
+    }
+    if not report["relative_error"] <= MAX_RELATIVE_ERROR:
+        raise NotExactError(
+            f"patched model differs from the official one by {report['relative_error']:.2e} of the depth "
+            f"range at {height}x{width} (gate {MAX_RELATIVE_ERROR:.0e}): a rewrite is not exact"
+        )
+    return mono, report
+
+
+def export_program(mono: MonoDepth, path) -> None:
+    """Trace the patched module with torch.export and save it atomically."""
+    sample = torch.zeros(1, 3, mono.height, mono.width)
+    program = torch.export.export(mono, (sample,))
+    with fileio.atomic_path(path) as tmp:
+        torch.export.save(program, tmp)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m stages.patch ASPECT", file=sys.stderr)
+        return 2
+    started = time.time()
+    try:
+        aspect = load_params().aspect(argv[0])
+        official = load_official_from_dir(paths.CHECKPOINT_DIR)
+        mono, report = patch_model(official, aspect.height, aspect.width)
+        export_program(mono, paths.patched_program(aspect.name))
+        fileio.write_json(paths.patch_report(aspect.name), {"aspect": aspect.name, **report})
+    except (ParamsError, CheckpointError, NotExactError) as exc:
+        print(f"patch {argv[0]}: {exc}", file=sys.stderr)
+        return 1
+    print(f"patch {aspect.name}: {aspect.shape} exact to {report['relative_error']:.1e} of the depth range "
+          f"({time.time() - started:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

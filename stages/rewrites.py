@@ -1,0 +1,287 @@
+"""GPU-clean rewrites of the official DA3 modules. Every one is exact.
+
+Each rewrite is a small named transform. The module-level ones work like torchao's
+`quantize_`: a function over an official model that swaps matching submodules in place,
+keeping the official call signature, so the official forward still runs on the result
+(that is how the tests prove each one exact on its own). The shape-specific ones build the
+constants that `stages.mono_depth` bakes into its single-view forward.
+
+Why the GPU needs them: the LiteRT GPU delegate (ML Drift) takes only static graphs of
+tensors of rank <= 4 and rejects GATHER/GATHER_ND, BROADCAST_TO, TRANSPOSE_CONV and
+SELECT_V2; `stages.gpu_lint` checks the exported file for exactly that.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from depth_anything_3.model.dinov2.layers.attention import Attention
+from depth_anything_3.model.dinov2.layers.rope import RotaryPositionEmbedding2D
+from depth_anything_3.model.dinov2.vision_transformer import DinoVisionTransformer
+from depth_anything_3.model.utils.head_utils import create_uv_grid, position_grid_to_embed
+from torch import nn
+
+Upsampler = Literal["pixel_shuffle", "zero_stuff"]
+UPSAMPLERS: tuple[str, ...] = ("pixel_shuffle", "zero_stuff")
+
+
+# --------------------------------------------------------------------------- backbone
+
+
+def uses_global_attention(vit: DinoVisionTransformer, index: int) -> bool:
+    """The official rule for which blocks attend across views (and see 'no-diff' positions)."""
+    return vit.alt_start != -1 and index >= vit.alt_start and index % 2 == 1
+
+
+def rope_positions(vit: DinoVisionTransformer, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE positions for one view at this shape, from the official helper: (local, global)."""
+    local, global_ = vit._prepare_rope(1, 1, height, width, torch.device("cpu"))
+    return local[:, 0], global_[:, 0]  # drop the view axis: [1, 1+N, 2]
+
+
+class BakedRope(nn.Module):
+    """2D RoPE with its cos/sin tables precomputed for one fixed token grid.
+
+    Replaces: `RotaryPositionEmbedding2D`, which sizes its tables with
+    `int(positions.max()) + 1` (data dependent: torch.export cannot trace it) and looks them up
+    with `F.embedding` (a GATHER the GPU delegate rejects).
+    Exact: the same elementwise `t*cos + rotate(t)*sin` on the same table rows.
+    """
+
+    def __init__(self, rope: RotaryPositionEmbedding2D, positions: torch.Tensor, head_dim: int):
+        super().__init__()
+        half = head_dim // 2  # RoPE-2D: first half rotates with y, second half with x
+        max_position = int(positions.max()) + 1
+        cos, sin = rope._compute_frequency_components(half, max_position, positions.device, torch.float32)
+        y, x = positions[0, :, 0], positions[0, :, 1]
+        self.register_buffer("positions", positions.clone(), persistent=False)
+        self.register_buffer("cos", torch.cat([F.embedding(y, cos), F.embedding(x, cos)], -1)[None, None])
+        self.register_buffer("sin", torch.cat([F.embedding(y, sin), F.embedding(x, sin)], -1)[None, None])
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        if positions is not None and not torch.compiler.is_compiling():
+            # Baked for one grid: refuse silently-wrong use at another shape.
+            if positions.shape[-2:] != self.positions.shape[-2:] or not torch.equal(positions[:1], self.positions):
+                raise ValueError("BakedRope called with positions it was not baked for")
+        d = tokens.shape[-1] // 2
+        q = d // 2
+        rotated = torch.cat(
+            (-tokens[..., q:d], tokens[..., :q], -tokens[..., d + q :], tokens[..., d : d + q]), dim=-1
+        )
+        return tokens * self.cos + rotated * self.sin
+
+
+def bake_rope(vit: DinoVisionTransformer, height: int, width: int) -> None:
+    """Swap every block's RoPE for a `BakedRope` on the positions that block sees at HxW."""
+    local, global_ = rope_positions(vit, height, width)
+    for i, block in enumerate(vit.blocks):
+        if isinstance(block.attn.rope, RotaryPositionEmbedding2D):
+            positions = global_ if uses_global_attention(vit, i) else local
+            head_dim = block.attn.qkv.in_features // block.attn.num_heads
+            block.attn.rope = BakedRope(block.attn.rope, positions, head_dim)
+
+
+class SplitQKVAttention(nn.Module):
+    """Multi-head attention with separate q/k/v projections and only rank-4 tensors.
+
+    Replaces: the official fused `qkv` Linear followed by a reshape to [B, N, 3, heads, d]
+    and a permute to [3, B, heads, N, d]: rank-5 tensors, which the GPU delegate rejects
+    (litert-torch's own rank-reduction pass does not catch DINOv2's pattern).
+    Exact: q, k, v are the same rows of the same weight matrix; the attention math is the
+    official `scaled_dot_product_attention` call.
+    """
+
+    def __init__(self, attn: Attention):
+        super().__init__()
+        dim = attn.qkv.in_features
+        self.num_heads = attn.num_heads
+        has_bias = attn.qkv.bias is not None
+        self.q, self.k, self.v = (nn.Linear(dim, dim, bias=has_bias) for _ in range(3))
+        for i, lin in enumerate((self.q, self.k, self.v)):
+            lin.weight.data.copy_(attn.qkv.weight.data[i * dim : (i + 1) * dim])
+            if has_bias:
+                lin.bias.data.copy_(attn.qkv.bias.data[i * dim : (i + 1) * dim])
+        self.q_norm, self.k_norm, self.rope, self.proj = attn.q_norm, attn.k_norm, attn.rope, attn.proj
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        return x.reshape(b, n, self.num_heads, c // self.num_heads).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor, pos=None, attn_mask=None) -> torch.Tensor:
+        if attn_mask is not None:
+            raise ValueError("SplitQKVAttention is for single-view inference: no attn_mask")
+        b, n, c = x.shape
+        q, k, v = self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
+        q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope is not None and pos is not None:
+            q, k = self.rope(q, pos), self.rope(k, pos)
+        x = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(x.transpose(1, 2).reshape(b, n, c))
+
+
+def split_qkv(model: nn.Module) -> None:
+    """Swap every official `Attention` for an equivalent `SplitQKVAttention`, in place."""
+    for parent in list(model.modules()):
+        for name, child in parent.named_children():
+            if isinstance(child, Attention):
+                setattr(parent, name, SplitQKVAttention(child))
+
+
+@torch.no_grad()
+def fold_layerscale(vit: DinoVisionTransformer) -> None:
+    """Fold each block's LayerScale gammas into the Linear before it and drop the MUL.
+
+    Replaces: `ls1(attn(...))` and `ls2(mlp(...))`, a per-channel MUL after a Linear. The
+    published conversion found the GPU delegate mis-lays-out the token dimension of that
+    MUL (fully_connected {1,1,N,C} vs {N,1,1,C}); it is also 24 fewer ops.
+    Exact up to float rounding: (xW^T + b) * g == x (gW)^T + g b, one rounding moved.
+    """
+    for block in vit.blocks:
+        for scale_name, linear in (("ls1", _attn_out(block.attn)), ("ls2", block.mlp.fc2)):
+            scale = getattr(block, scale_name)
+            if isinstance(scale, nn.Identity):
+                continue
+            gamma = scale.gamma.detach()
+            linear.weight.mul_(gamma[:, None])
+            if linear.bias is not None:
+                linear.bias.mul_(gamma)
+            setattr(block, scale_name, nn.Identity())
+
+
+def _attn_out(attn: nn.Module) -> nn.Linear:
+    return attn.proj
+
+
+def baked_pos_embed(vit: DinoVisionTransformer, height: int, width: int) -> torch.Tensor:
+    """The backbone's absolute position embedding for HxW, computed once: [1, 1+N, C].
+
+    Replaces: the bicubic `interpolate` of the 37x37 pretrained table on every forward. Its
+    lowering emits 16 GATHER_ND (and on device a RESIZE with no runtime input), both
+    rejected by the GPU delegate. Exact: the constant *is* the official
+    `interpolate_pos_encoding` output (its scale_factor with the 0.1 offset, not `size=`).
+    """
+    n = (height // vit.patch_size) * (width // vit.patch_size)
+    tokens = torch.zeros(1, 1 + n, vit.embed_dim)
+    # The official caller passes (rows, cols) under the names (w, h); keep its convention.
+    with torch.no_grad():
+        return vit.interpolate_pos_encoding(tokens, height, width).detach().clone()
+
+
+# --------------------------------------------------------------------------- head
+
+
+class PixelShuffleUpsample(nn.Module):
+    """ConvTranspose2d(k=s, stride=s, padding=0) as a 1x1 conv plus a rank-4 pixel shuffle.
+
+    Replaces: TRANSPOSE_CONV, which the mobile GPU delegate rejects. A stride-s, kernel-s
+    transpose conv writes each input pixel into its own sxs output block, so it equals a
+    1x1 conv to (s*s*O) channels followed by depth-to-space. torch's pixel_shuffle lowers to
+    rank-6 tensors, so the interleave is done in two rank-4 steps (columns, then rows).
+    Exact: each output is the same single dot product plus bias. s*s times less arithmetic
+    than the zero-stuff form.
+    """
+
+    def __init__(self, deconv: nn.ConvTranspose2d):
+        super().__init__()
+        _check_patchify_deconv(deconv)
+        cin, cout, s, _ = deconv.weight.shape
+        self.s, self.cout = s, cout
+        # Output channel order (b, a, o): column offset b outermost, as `forward` unpacks it.
+        w = deconv.weight.detach().permute(3, 2, 1, 0).reshape(s * s * cout, cin, 1, 1)
+        bias = deconv.bias.detach().repeat(s * s) if deconv.bias is not None else None
+        self.conv = nn.Conv2d(cin, s * s * cout, 1, bias=bias is not None)
+        self.conv.weight.data.copy_(w)
+        if bias is not None:
+            self.conv.bias.data.copy_(bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] != 1:
+            raise ValueError("PixelShuffleUpsample is built for batch 1")
+        s, o = self.s, self.cout
+        _, _, h, w = x.shape
+        y = self.conv(x).reshape(s, s * o, h, w)  # [b, (a, o), h, w]
+        y = y.permute(1, 2, 3, 0).reshape(s, o, h, w * s)  # interleave b into columns
+        y = y.permute(1, 2, 0, 3).reshape(1, o, h * s, w * s)  # interleave a into rows
+        return y
+
+
+class ZeroStuffUpsample(nn.Module):
+    """ConvTranspose2d(k=s, stride=s, padding=0) as zero-stuffing plus an ordinary conv.
+
+    Replaces: TRANSPOSE_CONV, which the mobile GPU delegate rejects. Stuff s-1 zeros after
+    every input pixel along columns and rows (PAD + RESHAPE on rank-4 tensors; a resize-
+    and-mask form lowers to rank-8 BROADCAST_TO), pad s-1 zeros on the top/left and
+    convolve with the spatially flipped kernel. Exact: every output is the same single
+    product sum plus bias; the other taps multiply exact zeros.
+    """
+
+    def __init__(self, deconv: nn.ConvTranspose2d):
+        super().__init__()
+        _check_patchify_deconv(deconv)
+        cin, cout, s, _ = deconv.weight.shape
+        self.s = s
+        self.conv = nn.Conv2d(cin, cout, s, bias=deconv.bias is not None)
+        self.conv.weight.data.copy_(deconv.weight.detach().flip(2, 3).transpose(0, 1))
+        if deconv.bias is not None:
+            self.conv.bias.data.copy_(deconv.bias.detach())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] != 1:
+            raise ValueError("ZeroStuffUpsample is built for batch 1")
+        s = self.s
+        _, c, h, w = x.shape
+        cols = F.pad(x.reshape(c, h, w, 1), (0, s - 1)).reshape(c, h, 1, w * s)
+        up = F.pad(cols, (0, 0, 0, s - 1)).reshape(1, c, h * s, w * s)
+        return self.conv(F.pad(up, (s - 1, 0, s - 1, 0)))
+
+
+def _check_patchify_deconv(deconv: nn.ConvTranspose2d) -> None:
+    k, stride = deconv.kernel_size, deconv.stride
+    if not (k[0] == k[1] == stride[0] == stride[1]) or deconv.padding != (0, 0) or deconv.groups != 1 \
+            or deconv.output_padding != (0, 0) or deconv.dilation != (1, 1):
+        raise ValueError(f"only ConvTranspose2d with kernel == stride and no padding is exact here: {deconv}")
+
+
+def replace_transpose_convs(model: nn.Module, upsampler: Upsampler) -> None:
+    """Swap every kernel==stride ConvTranspose2d for an exact GPU-clean upsampler, in place."""
+    cls = {"pixel_shuffle": PixelShuffleUpsample, "zero_stuff": ZeroStuffUpsample}.get(upsampler)
+    if cls is None:
+        raise ValueError(f"upsampler {upsampler!r} is not one of {UPSAMPLERS}")
+    for parent in list(model.modules()):
+        for name, child in parent.named_children():
+            if isinstance(child, nn.ConvTranspose2d):
+                setattr(parent, name, cls(child))
+
+
+class SeparableUVPosEmbed(nn.Module):
+    """The DPT head's UV sin-cos position embedding for one fixed feature-map shape.
+
+    Replaces: `DualDPT._add_pos_embed`, which builds a [C, h, w] table at run time and
+    `expand`s it over the batch: BROADCAST_TO, rejected by the GPU delegate. Adding the
+    full table as a constant would be exact but would store C*h*w floats (+58 MB FP32 at
+    896x504 for the output map), and `x + A + B` lets the converter fold A+B back into that.
+    The embedding is separable: its first C/2 channels depend on the column only, the last
+    C/2 on the row only. So add a [1, C/2, 1, w] constant to one channel half and a
+    [1, C/2, h, 1] constant to the other, then concatenate.
+    Exact: every element receives the very same table value, added once.
+    """
+
+    def __init__(self, channels: int, height: int, width: int, image_height: int, image_width: int,
+                 ratio: float = 0.1):
+        super().__init__()
+        # The official table, built with the official helpers and arguments.
+        uv = create_uv_grid(width, height, aspect_ratio=image_width / image_height, dtype=torch.float32)
+        table = (position_grid_to_embed(uv, channels) * ratio).permute(2, 0, 1)  # [C, h, w]
+        half = channels // 2
+        cols, rows = table[:half, :1, :], table[half:, :, :1]
+        if not (torch.equal(table[:half], cols.expand_as(table[:half]))
+                and torch.equal(table[half:], rows.expand_as(table[half:]))):
+            raise AssertionError("head position embedding is not separable; this rewrite would not be exact")
+        self.half = half
+        self.register_buffer("cols", cols[None].clone())  # [1, C/2, 1, w]
+        self.register_buffer("rows", rows[None].clone())  # [1, C/2, h, 1]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat((x[:, : self.half] + self.cols, x[:, self.half :] + self.rows), dim=1)

@@ -29,14 +29,17 @@ from stages.weights import WEIGHTS_FILE, load_official_from_dir, read_model_name
 _PROBE_TIMEOUT_S = 3.0
 
 
-def fetch_from_hub(repo: str, revision: str) -> tuple[Path, str]:
-    """Both Hub files at `revision`, from the HF cache or the network: (snapshot dir, commit)."""
+def fetch_from_hub(repo: str, revision: str, cache_dir: Path | str | None = None) -> tuple[Path, str]:
+    """Both Hub files at `revision`, from the HF cache or the network: (snapshot dir, commit).
+
+    `cache_dir` defaults to huggingface_hub's own (HF_HOME / HF_HUB_CACHE).
+    """
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     def download(local_only: bool) -> Path:
-        files = [Path(hf_hub_download(repo, f, revision=revision, local_files_only=local_only))
-                 for f in HUB_FILES]
+        files = [Path(hf_hub_download(repo, f, revision=revision, cache_dir=cache_dir,
+                                      local_files_only=local_only)) for f in HUB_FILES]
         return files[0].parent
 
     try:

@@ -32,6 +32,9 @@ def export_program_file(program: Path | str, out: Path | str) -> dict:
     """Load a saved patched program, convert it, report time and this process's peak RSS."""
     started = time.time()
     module = torch.export.load(str(program)).module()
+    # The graph was traced from a module in eval mode; the unlifted module just keeps the
+    # default flag (and `.eval()` is not implemented on it), so say so for the converter.
+    module.training = False
     height, width = _input_hw(module)
     convert_to_tflite(module, height, width, out)
     return {

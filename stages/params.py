@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,7 +183,11 @@ def _catalog(raw: object) -> CatalogParams:
 
 def main() -> int:
     """`python -m stages.params`: check params.yaml and print the planned shapes."""
-    params = load_params()
+    try:
+        params = load_params()
+    except ParamsError as exc:
+        print(f"params.yaml: {exc}", file=sys.stderr)
+        return 1
     for a in params.aspects.values():
         print(f"{a.name:>10}  ratio {a.ratio:>7}  H x W = {a.height} x {a.width}")
     return 0

@@ -42,35 +42,62 @@ def rope_positions(vit: DinoVisionTransformer, height: int, width: int) -> tuple
 
 
 class BakedRope(nn.Module):
-    """2D RoPE with its cos/sin tables precomputed for one fixed token grid.
+    """2D RoPE with its cos/sin tables precomputed for one fixed token grid, stored separably.
 
     Replaces: `RotaryPositionEmbedding2D`, which sizes its tables with
     `int(positions.max()) + 1` (data dependent: torch.export cannot trace it) and looks them up
     with `F.embedding` (a GATHER the GPU delegate rejects).
-    Exact: the same elementwise `t*cos + rotate(t)*sin` on the same table rows.
+    Size: full per-token tables would be 4 x 0.8 MB of FP32 constants at 896x672 (the
+    quantizer leaves them FP32). RoPE-2D is separable: the first half of each head rotates
+    with the row, the second half with the column. So a patch token gets
+    `(t * R) * C + (swap(t) * R') * C'`, with per-row tables R, R' that are 1 on the column
+    half and per-column tables C, C' that are 1 on the row half, all rank 4.
+    Exact: multiplying by 1 is exact, so each element sees the official `t*cos + rot(t)*sin`
+    with the same table values; rot's sign lives in R', C' (a*(-b) == -(a*b)). The special
+    token sits at position 0 (cos 1, sin 0), where RoPE is the identity; checked at bake time.
     """
 
-    def __init__(self, rope: RotaryPositionEmbedding2D, positions: torch.Tensor, head_dim: int):
+    def __init__(self, rope: RotaryPositionEmbedding2D, positions: torch.Tensor, grid: tuple[int, int],
+                 head_dim: int):
         super().__init__()
-        half = head_dim // 2  # RoPE-2D: first half rotates with y, second half with x
-        max_position = int(positions.max()) + 1
-        cos, sin = rope._compute_frequency_components(half, max_position, positions.device, torch.float32)
-        y, x = positions[0, :, 0], positions[0, :, 1]
+        rows, cols = grid
+        half, quarter = head_dim // 2, head_dim // 4
+        cos, sin = rope._compute_frequency_components(half, int(positions.max()) + 1, positions.device,
+                                                      torch.float32)
+        special, patches = positions[0, 0], positions[0, 1:].reshape(rows, cols, 2)
+        y, x = patches[:, 0, 0], patches[0, :, 1]  # row and column positions
+        if not (torch.equal(patches[..., 0], y[:, None].expand(rows, cols))
+                and torch.equal(patches[..., 1], x[None, :].expand(rows, cols))):
+            raise ValueError("RoPE positions are not a row/column grid; the separable tables would not be exact")
+        if not (bool((F.embedding(special, cos) == 1).all()) and bool((F.embedding(special, sin) == 0).all())):
+            raise ValueError("the special token's RoPE is not the identity; it cannot be skipped exactly")
+        ones = torch.ones(half)
+
+        def signed(table):  # rot(v) = cat(-v[q:], v[:q]) == swap(v) * [-1.., +1..]
+            return torch.cat((-table[:, :quarter], table[:, quarter:]), -1)
+
+        # [1, rows, 1, head_dim] and [1, 1, cols, head_dim]
+        self.register_buffer("row_cos", torch.cat((F.embedding(y, cos), ones.expand(rows, half)), -1)[None, :, None])
+        self.register_buffer("row_sin", torch.cat((signed(F.embedding(y, sin)), ones.expand(rows, half)), -1)[None, :, None])
+        self.register_buffer("col_cos", torch.cat((ones.expand(cols, half), F.embedding(x, cos)), -1)[None, None])
+        self.register_buffer("col_sin", torch.cat((ones.expand(cols, half), signed(F.embedding(x, sin))), -1)[None, None])
         self.register_buffer("positions", positions.clone(), persistent=False)
-        self.register_buffer("cos", torch.cat([F.embedding(y, cos), F.embedding(x, cos)], -1)[None, None])
-        self.register_buffer("sin", torch.cat([F.embedding(y, sin), F.embedding(x, sin)], -1)[None, None])
+        self.grid, self.quarter = grid, quarter
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         if positions is not None and not torch.compiler.is_compiling():
             # Baked for one grid: refuse silently-wrong use at another shape.
             if positions.shape[-2:] != self.positions.shape[-2:] or not torch.equal(positions[:1], self.positions):
                 raise ValueError("BakedRope called with positions it was not baked for")
-        d = tokens.shape[-1] // 2
-        q = d // 2
-        rotated = torch.cat(
-            (-tokens[..., q:d], tokens[..., :q], -tokens[..., d + q :], tokens[..., d : d + q]), dim=-1
-        )
-        return tokens * self.cos + rotated * self.sin
+        b, heads, n, d = tokens.shape
+        if b != 1:
+            raise ValueError("BakedRope is built for batch 1")
+        q = self.quarter
+        special, patches = tokens[:, :, :1], tokens[:, :, 1:].reshape(heads, *self.grid, d)
+        swapped = torch.cat((patches[..., q:2 * q], patches[..., :q], patches[..., 3 * q:], patches[..., 2 * q:3 * q]),
+                            dim=-1)
+        rotated = patches * self.row_cos * self.col_cos + swapped * self.row_sin * self.col_sin
+        return torch.cat((special, rotated.reshape(1, heads, n - 1, d)), dim=2)
 
 
 def bake_rope(vit: DinoVisionTransformer, height: int, width: int) -> None:
@@ -80,7 +107,8 @@ def bake_rope(vit: DinoVisionTransformer, height: int, width: int) -> None:
         if isinstance(block.attn.rope, RotaryPositionEmbedding2D):
             positions = global_ if uses_global_attention(vit, i) else local
             head_dim = block.attn.qkv.in_features // block.attn.num_heads
-            block.attn.rope = BakedRope(block.attn.rope, positions, head_dim)
+            grid = (height // vit.patch_size, width // vit.patch_size)
+            block.attn.rope = BakedRope(block.attn.rope, positions, grid, head_dim)
 
 
 class SplitQKVAttention(nn.Module):

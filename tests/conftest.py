@@ -1,0 +1,52 @@
+"""Shared fixtures: stress weights, a small shape, and one small converted model per session.
+
+Conversions cost ~30 s each on these CPUs, so the small patched model is converted once
+and shared by the lint, quantize and fidelity tests.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from stages.export import convert_to_tflite
+from stages.mono_depth import MonoDepth
+from stages.quantize import quantize_fp16
+from stages.stress import stress_model
+from stages.weights import write_hub_layout
+
+SMALL = (126, 224)  # H x W: 9 x 16 patches, landscape
+
+
+@pytest.fixture(scope="session")
+def stress_net() -> torch.nn.Module:
+    """Official DA3-Small with seed-0 stress weights. Do not modify: use `fresh_net`."""
+    torch.set_num_threads(2)
+    return stress_model(seed=0)
+
+
+@pytest.fixture
+def fresh_net(stress_net):
+    """A private copy of the stress model that a test may rewrite in place."""
+    return copy.deepcopy(stress_net)
+
+
+@pytest.fixture(scope="session")
+def stress_checkpoint_dir(tmp_path_factory, stress_net):
+    """The stress model written as a Hub-layout checkpoint directory."""
+    directory = tmp_path_factory.mktemp("stress-ckpt")
+    write_hub_layout(directory, stress_net)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def small_tflite(tmp_path_factory, stress_net):
+    """The patched model at SMALL converted to FP32 and FP16 .tflite files: (fp32, fp16)."""
+    out = tmp_path_factory.mktemp("small-tflite")
+    mono = MonoDepth(copy.deepcopy(stress_net), *SMALL).eval()
+    fp32, fp16 = out / "model_fp32.tflite", out / "model_fp16.tflite"
+    convert_to_tflite(mono, *SMALL, fp32)
+    quantize_fp16(fp32, fp16)
+    return fp32, fp16

@@ -1,0 +1,90 @@
+import pytest
+
+from stages.aspects import AspectError, Shape, closest_aspect, plan_aspect
+
+
+@pytest.mark.parametrize(
+    "entry, shape",
+    [
+        ({"ratio": "9:16"}, Shape(896, 504)),
+        ({"ratio": "3:4"}, Shape(896, 672)),
+        ({"ratio": "16:9"}, Shape(504, 896)),
+        ({"ratio": "4:3"}, Shape(672, 896)),
+        ({"ratio": "1:1"}, Shape(896, 896)),
+        # 896 * 9 / 19.5 = 413.5 -> 29.5 patches, rounds up to 30 -> 420
+        ({"ratio": "9:19.5"}, Shape(896, 420)),
+        # 224 * 9 / 16 = 126 exactly
+        ({"ratio": "9:16", "long_side": 224}, Shape(224, 126)),
+        # 896 * 2 / 3 = 597.33 -> 42.67 patches -> 43 -> 602
+        ({"ratio": "2:3"}, Shape(896, 602)),
+        ({"height": 126, "width": 224}, Shape(126, 224)),
+    ],
+)
+def test_planner_shapes(entry, shape):
+    assert plan_aspect("a", entry).shape == shape
+
+
+def test_explicit_sizes_get_a_reduced_ratio():
+    assert plan_aspect("a", {"height": 896, "width": 504}).ratio == "9:16"
+
+
+def test_long_side_default_comes_from_the_caller():
+    assert plan_aspect("a", {"ratio": "9:16"}, default_long_side=448).shape == Shape(448, 252)
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"ratio": "0:16"}, "positive numbers"),
+        ({"ratio": "-9:16"}, "positive numbers"),
+        ({"ratio": "nine:16"}, "positive numbers"),
+        ({"ratio": "9/16"}, "positive numbers"),
+        ({"ratio": "inf:1"}, "positive numbers"),
+        ({"ratio": 1.5}, "positive numbers"),
+        ({"height": 900, "width": 504}, "aspects.a.height: 900 is not a multiple of 14"),
+        ({"height": 896, "width": 500}, "aspects.a.width: 500 is not a multiple of 14"),
+        ({"height": 42, "width": 504}, "outside [56, 2016]"),
+        ({"height": 2030, "width": 504}, "outside [56, 2016]"),
+        ({"ratio": "9:16", "long_side": 900}, "aspects.a.long_side: 900 is not a multiple of 14"),
+        ({"ratio": "1:40"}, "below the minimum 56"),
+        ({"ratio": "9:16", "height": 896}, "either ratio"),
+        ({"height": 896}, "both height and width"),
+        ({"ratio": "9:16", "rotation": 90}, "unknown key(s) ['rotation']"),
+        ({"height": 896, "width": 504, "long_side": 896}, "long_side applies to ratio entries only"),
+        ("9:16", "expected a mapping"),
+    ],
+)
+def test_invalid_entries_name_the_aspect_and_rule(entry, message):
+    with pytest.raises(AspectError) as err:
+        plan_aspect("a", entry)
+    assert "aspects.a" in str(err.value)
+    assert message in str(err.value)
+
+
+def test_bad_aspect_name():
+    with pytest.raises(AspectError, match="aspect names"):
+        plan_aspect("9 x 16", {"ratio": "9:16"})
+
+
+CATALOG = [plan_aspect(n, {"ratio": r}) for n, r in [("9x16", "9:16"), ("3x4", "3:4"), ("16x9", "16:9")]]
+
+
+@pytest.mark.parametrize(
+    "camera, expected",
+    [((1080, 1920), "9x16"), ((3024, 4032), "3x4"), ((1920, 1080), "16x9"), ((1080, 2400), "9x16"),
+     ((4032, 3024), "16x9")],  # no 4:3 landscape model: the nearest landscape one, never a portrait one
+)
+def test_closest_aspect(camera, expected):
+    aspect, why = closest_aspect(CATALOG, *camera)
+    assert aspect.name == expected
+    assert aspect.name in why
+
+
+def test_closest_aspect_tie_prefers_larger_model_then_name():
+    small = plan_aspect("s", {"ratio": "1:1", "long_side": 448})
+    large = plan_aspect("l", {"ratio": "1:1"})
+    assert closest_aspect([small, large], 100, 100)[0].name == "l"
+    # 1:1 camera between 3:4 and 4:3 (equal distance in log space): the larger, then by name
+    a = plan_aspect("a", {"ratio": "3:4"})
+    b = plan_aspect("b", {"ratio": "4:3"})
+    assert closest_aspect([b, a], 500, 500)[0].name == "a"

@@ -1,0 +1,81 @@
+"""dvc.yaml names exactly the code each stage runs and the paths stages.paths defines."""
+
+import ast
+from pathlib import Path
+
+import yaml
+
+from stages import paths
+
+REPO = Path(__file__).resolve().parents[1]
+ENTRY = {"checkpoint": "checkpoint", "patch": "patch", "export": "export", "quantize": "quantize",
+         "validate": "validate", "catalog": "catalog"}
+DATA_FILES = {"catalog": {"stages/catalog.schema.json"}}
+
+
+def stages_imported_by(module: str) -> set[str]:
+    """`stages.*` modules a module imports, at any depth (function-level imports included)."""
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tree = ast.parse((REPO / "stages" / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "stages":
+                todo += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("stages."):
+                todo.append(node.module.split(".", 1)[1])
+            elif isinstance(node, ast.Import):
+                todo += [a.name.split(".", 1)[1] for a in node.names if a.name.startswith("stages.")]
+    return {f"stages/{n}.py" for n in seen}
+
+
+def dvc_stages():
+    doc = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    return {name: (stage["do"] if "foreach" in stage else stage) for name, stage in doc["stages"].items()}
+
+
+def test_every_stage_depends_on_exactly_the_code_it_runs():
+    for name, stage in dvc_stages().items():
+        code_deps = {d for d in stage["deps"] if d.startswith("stages/")}
+        expected = stages_imported_by(ENTRY[name]) | DATA_FILES.get(name, set())
+        assert code_deps == expected, f"{name}: extra {code_deps - expected}, missing {expected - code_deps}"
+        assert stage["cmd"].startswith(f"python -m stages.{ENTRY[name]}")
+
+
+def _outs(stage):
+    names = []
+    for section in ("outs", "metrics"):
+        for out in stage.get(section, []):
+            names.append(next(iter(out)) if isinstance(out, dict) else out)
+    return names
+
+
+def test_outputs_are_the_paths_module():
+    s = dvc_stages()
+    key = "${key}"
+    assert _outs(s["checkpoint"]) == [paths.CHECKPOINT_DIR.as_posix()]
+    assert _outs(s["patch"]) == [paths.patched_program(key).as_posix(), paths.patch_report(key).as_posix()]
+    assert _outs(s["export"]) == [paths.fp32_model(key).as_posix()]
+    assert _outs(s["quantize"]) == [paths.fp16_model(key).as_posix()]
+    assert _outs(s["validate"]) == [paths.lint_report(key).as_posix(), paths.metrics(key).as_posix()]
+    assert _outs(s["catalog"]) == [paths.CATALOG.as_posix()]
+    assert paths.MODELS.as_posix() in s["catalog"]["deps"]
+    assert paths.LOCAL_CHECKPOINTS.as_posix() in s["checkpoint"]["deps"]
+
+
+def test_every_output_persists_so_failures_keep_the_last_good_files():
+    for name, stage in dvc_stages().items():
+        for section in ("outs", "metrics"):
+            for out in stage.get(section, []):
+                assert isinstance(out, dict) and next(iter(out.values())).get("persist") is True, (name, out)
+
+
+def test_per_aspect_stages_read_only_their_aspect():
+    s = dvc_stages()
+    for name in ("patch", "validate"):
+        assert "aspects.${key}" in s[name]["params"] and "aspects" not in s[name]["params"]
+    assert "validation" in s["validate"]["params"] and "validation" not in s["patch"]["params"]
+    assert "params" not in s["export"] and "params" not in s["quantize"]

@@ -1,0 +1,189 @@
+"""The real pipeline: `dvc repro` in a temporary copy of the repository.
+
+A stress checkpoint is written in the Hub layout under checkpoints/ (`source: local`), and
+the farm builds two small aspects. The tests below then edit params.yaml the way a user
+would and check what DVC reruns. They share one farm and run in file order; each leaves
+the farm as the next one expects (two aspects a and b, plus c from the second test on).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from stages.catalog import validate_catalog
+from stages.fileio import sha256_file
+from stages.weights import write_hub_layout
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL_ASPECTS = {"a": {"height": 126, "width": 224}, "b": {"ratio": "9:16", "long_side": 224}}
+
+
+def repo_files() -> list[str]:
+    """The files a fresh clone has (tracked, plus new files git does not ignore)."""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
+                         capture_output=True, text=True).stdout
+    return [f for f in out.splitlines() if (REPO / f).is_file() and not f.startswith(("artifacts/", "tests/"))]
+
+
+class Farm:
+    def __init__(self, root: Path):
+        self.root = root
+        self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                    "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1"}
+
+    def git(self, *args):
+        subprocess.run(["git", *args], cwd=self.root, check=True, capture_output=True)
+
+    def repro(self, expect_ok: bool = True) -> tuple[set[str], str]:
+        """Run `dvc repro`; return the stages that ran and the combined output."""
+        proc = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=self.root, env=self.env,
+                              capture_output=True, text=True)
+        output = proc.stdout + proc.stderr
+        assert (proc.returncode == 0) == expect_ok, output[-4000:]
+        return set(re.findall(r"Running stage '([^']+)'", output)), output
+
+    @property
+    def params(self) -> dict:
+        return yaml.safe_load((self.root / "params.yaml").read_text())
+
+    def set_params(self, doc: dict) -> None:
+        (self.root / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    def catalog(self) -> dict:
+        return json.loads((self.root / "artifacts" / "catalog.json").read_text())
+
+    def file_hashes(self, aspect: str) -> dict[str, str]:
+        folder = self.root / "artifacts" / "models" / aspect
+        return {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory, stress_net) -> Farm:
+    root = tmp_path_factory.mktemp("farm")
+    for f in repo_files():
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / f, root / f)
+    write_hub_layout(root / "checkpoints" / "stress", stress_net)
+    farm = Farm(root)
+    doc = farm.params
+    doc["checkpoint"].update(source="local", path="checkpoints/stress")
+    doc["aspects"] = dict(SMALL_ASPECTS)
+    farm.set_params(doc)
+    farm.git("init", "-q")
+    farm.git("add", "-A")
+    farm.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "farm under test")
+    ran, _ = farm.repro()
+    assert ran == {"checkpoint", "patch@a", "patch@b", "export@a", "export@b", "quantize@a", "quantize@b",
+                   "validate@a", "validate@b", "catalog"}
+    return farm
+
+
+def test_first_build_catalogs_every_aspect(farm):
+    catalog = farm.catalog()
+    validate_catalog(catalog)
+    assert [(m["aspect"], m["height"], m["width"]) for m in catalog["models"]] == [("a", 126, 224), ("b", 224, 126)]
+    assert catalog["checkpoint"]["source"] == "local"
+    assert catalog["checkpoint"]["weights_sha256"] == sha256_file(farm.root / "checkpoints/stress/model.safetensors")
+    for m in catalog["models"]:
+        assert sha256_file(farm.root / m["file"]) == m["sha256"]
+        assert m["gpu_lint"]["gpu_clean"] and m["gpu_lint"]["max_rank"] <= 4
+        assert m["fidelity"]["pearson_min"] >= 0.99999
+    proc = subprocess.run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], cwd=farm.root,
+                          env=farm.env, capture_output=True, text=True, check=True)
+    shown = json.dumps(json.loads(proc.stdout))
+    assert "artifacts/models/a/metrics.json" in shown and "artifacts/models/b/metrics.json" in shown
+
+
+def test_schema_rejects_a_broken_catalog(farm):
+    broken = farm.catalog()
+    broken["models"][0]["sha256"] = "xyz"
+    with pytest.raises(jsonschema.ValidationError):
+        validate_catalog(broken)
+    broken = farm.catalog()
+    broken["models"][0]["gpu_lint"]["max_rank"] = 5
+    with pytest.raises(jsonschema.ValidationError):
+        validate_catalog(broken)
+
+
+def test_adding_an_aspect_builds_only_that_aspect(farm):
+    before = {a: farm.file_hashes(a) for a in ("a", "b")}
+    doc = farm.params
+    doc["aspects"]["c"] = {"ratio": "1:1", "long_side": 112}
+    farm.set_params(doc)
+    ran, _ = farm.repro()
+    assert ran == {"patch@c", "export@c", "quantize@c", "validate@c", "catalog"}
+    assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "b", "c"]
+    assert {a: farm.file_hashes(a) for a in ("a", "b")} == before
+    ran, output = farm.repro()
+    assert ran == set(), output
+    assert "up to date" in output
+
+
+def test_editing_validation_reruns_only_validation_and_catalog(farm):
+    doc = farm.params
+    doc["validation"]["photos"] = ["astronaut", "coffee", "rocket"]
+    farm.set_params(doc)
+    ran, _ = farm.repro()
+    assert ran == {"validate@a", "validate@b", "validate@c", "catalog"}
+    assert set(farm.catalog()["models"][0]["fidelity"]["photos"]) == {"astronaut", "coffee", "rocket"}
+
+
+def test_a_failed_gate_is_never_catalogued(farm):
+    catalog_before = (farm.root / "artifacts" / "catalog.json").read_bytes()
+    doc = farm.params
+    doc["validation"]["min_pearson"] = 1.0  # no FP16 model reaches exactly 1
+    farm.set_params(doc)
+    ran, output = farm.repro(expect_ok=False)
+    assert "catalog" not in ran
+    assert re.search(r"validate \w: FAILED pearson 0\.\d+ on photo '\w+' < gate validation.min_pearson 1\.0", output)
+    assert (farm.root / "artifacts" / "catalog.json").read_bytes() == catalog_before
+    doc["validation"]["min_pearson"] = 0.99999
+    farm.set_params(doc)
+    farm.repro()
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["aspects"]["a"].update(height=130), "aspects.a.height: 130 is not a multiple of 14"),
+        (lambda d: d["aspects"]["b"].update(ratio="9:0"), "aspects.b.ratio: '9:0' is not a ratio"),
+        (lambda d: d["aspects"].update(d2={"height": 126, "width": 224}), "aspects.d2 and aspects.a both give 126x224"),
+        (lambda d: d["checkpoint"].update(path="checkpoints/missing"), "checkpoint.path: 'checkpoints/missing' lacks"),
+    ],
+)
+def test_bad_params_fail_fast_and_touch_nothing(farm, edit, message):
+    good = farm.params
+    before = {a: farm.file_hashes(a) for a in ("a", "b", "c")}
+    catalog_before = (farm.root / "artifacts" / "catalog.json").read_bytes()
+    doc = farm.params
+    edit(doc)
+    farm.set_params(doc)
+    check = subprocess.run([sys.executable, "-m", "stages.params"], cwd=farm.root, env=farm.env,
+                           capture_output=True, text=True)
+    assert check.returncode != 0 and message in check.stderr
+    _, output = farm.repro(expect_ok=False)
+    assert message in output
+    assert {a: farm.file_hashes(a) for a in ("a", "b", "c")} == before
+    assert (farm.root / "artifacts" / "catalog.json").read_bytes() == catalog_before
+    farm.set_params(good)
+
+
+def test_removed_aspect_vanishes_from_catalog_and_disk(farm):
+    doc = farm.params
+    del doc["aspects"]["b"]
+    farm.set_params(doc)
+    ran, output = farm.repro()
+    assert ran == {"catalog"}, output
+    assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "c"]
+    assert not (farm.root / "artifacts" / "models" / "b").exists()
+    assert "removed artifacts/models/b" in output

@@ -1,0 +1,38 @@
+"""The shipped models at the default camera shapes, end to end through the stage functions.
+
+Per shape (about 80 s here): patch (exactness gate), convert, FP16, GPU lint, and fidelity
+of the FP16 .tflite against the official FP32 model on three real photos.
+"""
+
+import copy
+
+import pytest
+
+from stages.export import convert_to_tflite
+from stages.fidelity import TFLiteModel, fidelity_per_photo
+from stages.gpu_lint import lint
+from stages.patch import patch_model
+from stages.quantize import quantize_fp16
+
+MAX_BYTES = 56_000_000  # 56 MB, decimal
+PUBLISHED_ONE_MINUS_R = 5.2e-4  # the hand conversion's 1 - 0.99948
+
+
+@pytest.mark.parametrize("shape", [(896, 504), (504, 896), (896, 672)], ids=["9x16", "16x9", "3x4"])
+def test_shipped_model_at_camera_shape(stress_net, tmp_path, shape):
+    mono, report = patch_model(copy.deepcopy(stress_net), *shape)
+    assert report["relative_error"] <= 1e-4
+    fp32, fp16 = tmp_path / "fp32.tflite", tmp_path / "fp16.tflite"
+    convert_to_tflite(mono, *shape, fp32)
+    quantize_fp16(fp32, fp16)
+
+    lint_report = lint(fp16, require_fp16=True)
+    assert lint_report.ok, lint_report.problems
+    assert lint_report.max_rank <= 4
+    assert not {"GATHER_ND", "BROADCAST_TO", "TRANSPOSE_CONV", "SELECT_V2"} & set(lint_report.op_histogram)
+    assert fp16.stat().st_size <= MAX_BYTES
+
+    per_photo = fidelity_per_photo(stress_net, TFLiteModel(fp16), ("motorcycle_left", "astronaut", "coffee"), *shape)
+    for photo, m in per_photo.items():
+        assert m["pearson"] >= 0.99999, (photo, m)
+        assert (1 - m["pearson"]) * 50 <= PUBLISHED_ONE_MINUS_R, (photo, m)

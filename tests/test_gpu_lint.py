@@ -1,0 +1,87 @@
+"""The GPU lint reads real flatbuffers and names each offending op with its shapes."""
+
+import pytest
+import torch
+from ai_edge_litert import schema_py_generated as schema
+from ai_edge_litert.tools import flatbuffer_utils
+from torch import nn
+
+from stages.gpu_lint import lint, main
+
+
+def test_shipped_small_model_passes(small_tflite):
+    _, fp16 = small_tflite
+    report = lint(fp16, require_fp16=True)
+    assert report.ok, report.problems
+    assert report.max_rank == 4
+    assert report.weight_dtypes == {"FLOAT16": report.weight_dtypes["FLOAT16"]}  # every FC/CONV weight
+    assert report.op_histogram["DEQUANTIZE"] == report.weight_dtypes["FLOAT16"]
+
+
+def test_fp32_file_has_no_fp16_weights(small_tflite):
+    fp32, _ = small_tflite
+    assert lint(fp32, require_fp16=False).ok
+    report = lint(fp32, require_fp16=True)
+    assert report.problems == ["no FP16 weights: the shipped file must carry FP16 (dequantized) weights"]
+    assert main([str(fp32), "--require-fp16"]) == 1
+
+
+def _convert(module, sample, path):
+    import litert_torch
+
+    litert_torch.convert(module.eval(), (sample,)).export(str(path))
+    return path
+
+
+class FiveD(nn.Module):
+    def forward(self, x):
+        return (x.reshape(1, 2, 3, 4, 5) * 2.0).sum(dim=2)
+
+
+class Gather(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("index", torch.tensor([3, 1, 2]))
+
+    def forward(self, x):
+        return x[:, self.index] * 2.0
+
+
+def test_rank5_and_gather_are_named_with_shapes(tmp_path):
+    report = lint(_convert(FiveD(), torch.randn(1, 120), tmp_path / "5d.tflite"), require_fp16=False)
+    assert report.max_rank == 5 and not report.ok
+    assert any("rank 5 [1, 2, 3, 4, 5]" in p for p in report.problems)
+    report = lint(_convert(Gather(), torch.randn(2, 4), tmp_path / "g.tflite"), require_fp16=False)
+    assert any(p.startswith("forbidden op: GATHER") and "inputs [[2, 4]" in p for p in report.problems), report.problems
+
+
+def test_resize_with_both_flags_is_rejected(small_tflite, tmp_path):
+    """Flip half_pixel_centers on an align_corners resize in the flatbuffer: the lint must see it."""
+    fp32, _ = small_tflite
+    model = flatbuffer_utils.read_model(str(fp32))
+    flipped = 0
+    for op in model.subgraphs[0].operators:
+        code = model.operatorCodes[op.opcodeIndex]
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == schema.BuiltinOperator.RESIZE_BILINEAR:
+            assert op.builtinOptions.alignCorners and not op.builtinOptions.halfPixelCenters
+            op.builtinOptions.halfPixelCenters = True
+            flipped += 1
+    out = tmp_path / "both_flags.tflite"
+    flatbuffer_utils.write_model(model, str(out))
+    report = lint(out, require_fp16=False)
+    both = [p for p in report.problems if "align_corners and half_pixel_centers are both set" in p]
+    assert len(both) == flipped == 5
+    assert all(p.startswith("RESIZE_BILINEAR inputs [[1, ") for p in both)
+
+
+def test_cli_prints_a_report(small_tflite, capsys):
+    _, fp16 = small_tflite
+    assert main([str(fp16), "--require-fp16"]) == 0
+    out = capsys.readouterr().out
+    assert '"gpu_clean": true' in out and '"max_rank": 4' in out
+
+
+@pytest.mark.parametrize("bad", ["missing.tflite"])
+def test_missing_file_is_an_error(bad, tmp_path):
+    with pytest.raises((FileNotFoundError, OSError)):
+        lint(tmp_path / bad, require_fp16=False)

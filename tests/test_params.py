@@ -1,0 +1,102 @@
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages.params import ParamsError, load_params, parse_params
+
+REPO = Path(__file__).resolve().parents[1]
+VALID = {
+    "checkpoint": {"source": "random", "repo": "depth-anything/DA3-SMALL", "revision": "main",
+                   "path": None, "seed": 0},
+    "long_side": 896,
+    "aspects": {"9x16": {"ratio": "9:16"}, "3x4": {"ratio": "3:4"}},
+    "validation": {"min_pearson": 0.99999},
+    "catalog": {"name": "da3-small-litert", "version": "0.1.0"},
+}
+
+
+def edited(**changes):
+    doc = copy.deepcopy(VALID)
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = doc
+        for p in parents:
+            node = node[p]
+        if value is DELETE:
+            del node[leaf]
+        else:
+            node[leaf] = value
+    return doc
+
+
+DELETE = object()
+
+
+def test_repository_params_are_valid():
+    params = load_params(REPO / "params.yaml")
+    assert {a: (x.height, x.width) for a, x in params.aspects.items()} == {
+        "9x16": (896, 504), "3x4": (896, 672), "16x9": (504, 896)}
+    assert params.checkpoint.source == "hub"
+    assert params.validation.min_pearson == 0.99999
+
+
+def test_valid_document():
+    params = parse_params(VALID)
+    assert params.aspect("3x4").shape.width == 672
+    assert len(params.validation.photos) >= 3
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        (edited(extra=1), "params.yaml: unknown key(s) ['extra']"),
+        (edited(checkpoint__sourse="hub"), "checkpoint: unknown key(s) ['sourse']"),
+        (edited(aspects__4x3={"ratio": "4:0"}), "aspects.4x3.ratio: '4:0' is not a ratio"),
+        (edited(aspects__4x3={"ratio": "4:3", "long_side": 1000}), "aspects.4x3.long_side: 1000 is not a multiple of 14"),
+        (edited(aspects__square={"height": 896, "width": 504}), "aspects.square and aspects.9x16 both give 896x504"),
+        (edited(aspects={}), "aspects: expected at least one entry"),
+        (edited(checkpoint__source="s3"), "checkpoint.source: 's3' is not one of ['hub', 'local', 'random']"),
+        (edited(checkpoint__source="local"), "checkpoint.path: source 'local' needs a directory"),
+        (edited(checkpoint__source="local", checkpoint__path="/nonexistent"), "lacks ['config.json', 'model.safetensors']"),
+        (edited(checkpoint__source="hub", checkpoint__repo="DA3-SMALL"), "checkpoint.repo: 'DA3-SMALL' is not a Hub repo id"),
+        (edited(checkpoint__seed=-1), "checkpoint.seed"),
+        (edited(long_side=1000), "long_side: 1000 is not a multiple of 14"),
+        (edited(long_side=DELETE), "params.yaml: missing key(s) ['long_side']"),
+        (edited(validation__min_pearson=1.5), "validation.min_pearson: 1.5 must be a number in (0, 1]"),
+        (edited(validation__photos=["astronaut"]), "validation.photos: need a list of at least 3"),
+        (edited(validation__photos=["astronaut", "coffee", "lena"]), "['lena'] not valid"),
+        (edited(catalog__version=0.1), "catalog.version: 0.1 is not a semantic version"),
+        (edited(catalog__name="DA3 Small"), "catalog.name"),
+    ],
+)
+def test_errors_name_the_key_and_what_is_allowed(doc, message):
+    with pytest.raises(ParamsError) as err:
+        parse_params(doc)
+    assert message in str(err.value)
+
+
+def test_local_path_is_relative_to_the_params_file(tmp_path):
+    ckpt = tmp_path / "checkpoints" / "mine"
+    ckpt.mkdir(parents=True)
+    (ckpt / "config.json").write_text("{}")
+    doc = edited(checkpoint__source="local", checkpoint__path="checkpoints/mine")
+    with pytest.raises(ParamsError, match=r"lacks \['model.safetensors'\]"):
+        parse_params(doc, base_dir=tmp_path)
+    (ckpt / "model.safetensors").write_bytes(b"")
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(doc))
+    assert load_params(params_file).checkpoint.path == "checkpoints/mine"
+
+
+def test_unknown_aspect_lookup():
+    with pytest.raises(ParamsError, match=r"aspect '4x3' is not in params.yaml; configured: \['3x4', '9x16'\]"):
+        parse_params(VALID).aspect("4x3")
+
+
+def test_yaml_errors_are_reported(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("aspects: {9x16: [\n")
+    with pytest.raises(ParamsError, match="not valid YAML"):
+        load_params(bad)

@@ -41,8 +41,8 @@ class Farm:
         self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                     "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1"}
 
-    def git(self, *args):
-        subprocess.run(["git", *args], cwd=self.root, check=True, capture_output=True)
+    def git(self, *args) -> str:
+        return subprocess.run(["git", *args], cwd=self.root, check=True, capture_output=True, text=True).stdout
 
     def repro(self, expect_ok: bool = True) -> tuple[set[str], str]:
         """Run `dvc repro`; return the stages that ran and the combined output."""

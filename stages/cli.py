@@ -1,0 +1,231 @@
+"""`farm`: fetch the right model for an app build from a published catalog version.
+
+  farm versions --repo R
+  farm select   --repo R --version V (--aspect NAME | --camera WxH)
+  farm pull     --repo R --version V (--aspect NAME | --camera WxH) --out DIR
+  farm diff     --repo R A B
+
+R is the farm's git repository (a path or a git URL); V a published catalog version
+(git tag catalog/vV). `pull` downloads the model through DVC from the repository's
+remote, checks its sha256 against that version's catalog, and only then writes the
+.tflite and a JSON sidecar (input shape, layout, preprocessing, output meaning) into DIR.
+Any failure leaves DIR untouched.
+
+Choosing by camera (--camera WxH, e.g. 1080x1920 for a portrait phone): the catalogued
+aspect whose width/height ratio is closest to the camera's, measured in log space (so
+9:16 and 16:9 are equally far from 1:1). Orientation is part of the ratio: a portrait
+camera gets a portrait model whenever the catalog has one. Ties go to the model with
+more pixels, then to the aspect name. The choice and its ratio error are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from stages import fileio
+from stages.aspects import Aspect, Shape, closest_aspect
+from stages.publish import PublishError, published_versions, tag_for
+
+SIDECAR_VERSION = 1
+
+
+class PullError(RuntimeError):
+    pass
+
+
+def _dvc_api():
+    import dvc.api
+    from dvc.exceptions import DvcException
+
+    return dvc.api, DvcException
+
+
+def read_catalog(repo: str, version: str) -> dict:
+    """The catalog.json of a published version; unknown versions list the known ones."""
+    try:
+        known = published_versions(repo)
+    except PublishError as exc:
+        raise PullError(f"cannot read the versions of {repo}: {exc}") from None
+    if version not in known:
+        raise PullError(f"catalog version {version!r} is not published in {repo} (no tag {tag_for(version)}); "
+                        f"published: {', '.join(known) or 'none'}")
+    api, dvc_error = _dvc_api()
+    try:
+        return json.loads(api.read("artifacts/catalog.json", repo=repo, rev=tag_for(version)))
+    except (dvc_error, OSError, ValueError) as exc:
+        raise PullError(f"cannot read the catalog of {version} from {repo}: {exc}") from None
+
+
+def parse_camera(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"camera size {text!r} is not WIDTHxHEIGHT, e.g. 1080x1920") from None
+    if width <= 0 or height <= 0:
+        raise argparse.ArgumentTypeError(f"camera size {text!r} must be positive")
+    return width, height
+
+
+def choose(catalog: dict, aspect: str | None, camera: tuple[int, int] | None) -> tuple[dict, str]:
+    """The catalog entry to ship, and why."""
+    models = {m["aspect"]: m for m in catalog["models"]}
+    if aspect is not None:
+        if aspect not in models:
+            raise PullError(f"aspect {aspect!r} is not in catalog {catalog['version']}; available: {sorted(models)}")
+        return models[aspect], f"aspect {aspect} requested"
+    aspects = [Aspect(m["aspect"], m["ratio"], Shape(m["height"], m["width"])) for m in catalog["models"]]
+    best, why = closest_aspect(aspects, *camera)
+    return models[best.name], why
+
+
+def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str) -> dict:
+    return {
+        "sidecar_version": SIDECAR_VERSION,
+        "model_file": model_file,
+        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": repo,
+                    "tag": tag_for(catalog["version"])},
+        "aspect": entry["aspect"],
+        "ratio": entry["ratio"],
+        "selected": reason,
+        "sha256": entry["sha256"],
+        "bytes": entry["bytes"],
+        "precision": entry["precision"],
+        "input": entry["input"],
+        "output": entry["output"],
+        "fidelity": entry["fidelity"],
+    }
+
+
+def model_file_name(catalog: dict, entry: dict) -> str:
+    return f"{catalog['name']}-{entry['aspect']}-{entry['height']}x{entry['width']}-fp16.tflite"
+
+
+def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
+         remote: str | None = None) -> tuple[Path, str]:
+    """Download, verify, then place the model and its sidecar in `out`. Returns (model path, reason)."""
+    catalog = read_catalog(repo, version)
+    entry, reason = choose(catalog, aspect, camera)
+    name = model_file_name(catalog, entry)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    api, dvc_error = _dvc_api()
+    with tempfile.TemporaryDirectory(prefix=".farm-pull.", dir=out.parent) as staging:
+        staged = Path(staging) / name
+        try:
+            with api.open(entry["file"], repo=repo, rev=tag_for(version), remote=remote, mode="rb") as src, \
+                    open(staged, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (dvc_error, OSError) as exc:
+            raise PullError(f"cannot download {entry['file']} of catalog {version} from the DVC remote of "
+                            f"{repo}: {exc}") from None
+        digest = fileio.sha256_file(staged)
+        if digest != entry["sha256"]:
+            raise PullError(f"sha256 mismatch for {entry['file']} (catalog {version}): downloaded {digest}, "
+                            f"catalog says {entry['sha256']}; the remote copy is corrupt or tampered. "
+                            f"{out} was left untouched")
+        fileio.write_json(Path(staging) / f"{name}.json", sidecar(catalog, entry, repo, reason, name))
+        out.mkdir(parents=True, exist_ok=True)
+        for produced in (staged, Path(staging) / f"{name}.json"):
+            produced.replace(out / produced.name)  # same filesystem: an atomic rename each
+    return out / name, reason
+
+
+def diff(repo: str, old: str, new: str) -> list[dict]:
+    """Per aspect, what changed between two catalog versions."""
+    a = {m["aspect"]: m for m in read_catalog(repo, old)["models"]}
+    b = {m["aspect"]: m for m in read_catalog(repo, new)["models"]}
+    rows = []
+    for aspect in sorted(set(a) | set(b)):
+        if aspect not in b:
+            rows.append({"aspect": aspect, "change": "removed", "shape": _shape(a[aspect])})
+        elif aspect not in a:
+            rows.append({"aspect": aspect, "change": "added", "shape": _shape(b[aspect]),
+                         "bytes": b[aspect]["bytes"], "pearson_min": b[aspect]["fidelity"]["pearson_min"]})
+        else:
+            x, y = a[aspect], b[aspect]
+            rows.append({
+                "aspect": aspect,
+                "change": "changed" if x["sha256"] != y["sha256"] else "same",
+                "shape": _shape(x) if _shape(x) == _shape(y) else f"{_shape(x)} -> {_shape(y)}",
+                "bytes": y["bytes"], "bytes_delta": y["bytes"] - x["bytes"],
+                "pearson_min": y["fidelity"]["pearson_min"],
+                "pearson_delta": y["fidelity"]["pearson_min"] - x["fidelity"]["pearson_min"],
+                "sha256": f"{x['sha256'][:12]} -> {y['sha256'][:12]}" if x["sha256"] != y["sha256"] else x["sha256"][:12],
+            })
+    return rows
+
+
+def _shape(m: dict) -> str:
+    return f"{m['height']}x{m['width']}"
+
+
+def format_diff(rows: list[dict], old: str, new: str) -> str:
+    lines = [f"catalog {old} -> {new}",
+             f"{'aspect':<10} {'change':<8} {'shape HxW':<16} {'size':>22} {'pearson_min':>24}  sha256"]
+    for r in rows:
+        size = pearson = sha = ""
+        if "bytes_delta" in r:
+            size = f"{r['bytes'] / 1e6:.2f} MB ({r['bytes_delta'] / 1e6:+.2f})"
+            pearson = f"{r['pearson_min']:.7f} ({r['pearson_delta']:+.1e})"
+            sha = r["sha256"]
+        elif "bytes" in r:
+            size, pearson = f"{r['bytes'] / 1e6:.2f} MB", f"{r['pearson_min']:.7f}"
+        lines.append(f"{r['aspect']:<10} {r['change']:<8} {r['shape']:<16} {size:>22} {pearson:>24}  {sha}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="farm", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p, pick=True):
+        p.add_argument("--repo", required=True, help="the farm's git repository: a path or a git URL")
+        if pick:
+            p.add_argument("--version", required=True, help="published catalog version, e.g. 0.1.0")
+            which = p.add_mutually_exclusive_group(required=True)
+            which.add_argument("--aspect", help="catalogued aspect name, e.g. 9x16")
+            which.add_argument("--camera", type=parse_camera, metavar="WxH",
+                               help="camera frame size in pixels, e.g. 1080x1920 (portrait): picks the closest ratio")
+
+    common(sub.add_parser("versions", help="list published catalog versions"), pick=False)
+    common(sub.add_parser("select", help="print which model a camera or aspect gets"))
+    p = sub.add_parser("pull", help="download and verify a model, write it with its sidecar")
+    common(p)
+    p.add_argument("--out", required=True, type=Path, help="target directory (created if missing)")
+    p.add_argument("--remote", help="DVC remote name to download from (default: the repository's default)")
+    p = sub.add_parser("diff", help="what changed between two catalog versions")
+    common(p, pick=False)
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "versions":
+            print("\n".join(published_versions(args.repo)) or "no published versions")
+        elif args.command == "select":
+            entry, reason = choose(read_catalog(args.repo, args.version), args.aspect, args.camera)
+            print(f"{reason}\n{entry['aspect']}: {entry['file']} sha256 {entry['sha256']}")
+        elif args.command == "pull":
+            path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote)
+            print(f"{reason}\nwrote {path} (sha256 verified) and {path.name}.json")
+        elif args.command == "diff":
+            rows = diff(args.repo, args.old, args.new)
+            print(json.dumps(rows, indent=2) if args.json else format_diff(rows, args.old, args.new))
+    except (PullError, PublishError) as exc:
+        print(f"farm {args.command}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

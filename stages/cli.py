@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "diff":
             rows = diff(args.repo, args.old, args.new)
             print(json.dumps(rows, indent=2) if args.json else format_diff(rows, args.old, args.new))
-    except (PullError, PublishError) as exc:
+    except (PullError, PublishError, OSError) as exc:
         print(f"farm {args.command}: {exc}", file=sys.stderr)
         return 1
     return 0

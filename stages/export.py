@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from stages import fileio, paths
-from stages.params import ParamsError, load_params
+from stages.params import ParamsError, stage_aspect
 
 
 def convert_to_tflite(module: torch.nn.Module, height: int, width: int, out: Path | str) -> None:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.aspect:
-            aspect = load_params().aspect(args.aspect)
+            _, aspect = stage_aspect("export", [args.aspect])
             program, out = paths.patched_program(aspect.name), paths.fp32_model(aspect.name)
         elif args.program and args.out:
             program, out = Path(args.program), Path(args.out)

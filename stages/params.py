@@ -181,6 +181,14 @@ def _catalog(raw: object) -> CatalogParams:
     return CatalogParams(name, version)
 
 
+def stage_aspect(stage: str, argv: list[str]) -> tuple[Params, Aspect]:
+    """Params and the one aspect a per-aspect stage runs for: `python -m stages.<stage> ASPECT`."""
+    if len(argv) != 1:
+        raise ParamsError(f"usage: python -m stages.{stage} ASPECT (one of the aspects in params.yaml)")
+    params = load_params()
+    return params, params.aspect(argv[0])
+
+
 def main() -> int:
     """`python -m stages.params`: check params.yaml and print the planned shapes."""
     try:

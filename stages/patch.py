@@ -18,7 +18,7 @@ from stages import fileio, paths
 from stages.weights import load_official_from_dir
 from stages.mono_depth import MonoDepth, RewriteOptions
 from stages.official import CheckpointError, official_depth
-from stages.params import ParamsError, load_params
+from stages.params import ParamsError, stage_aspect
 from stages.photos import load_photo_tensor
 
 # The patched module must match the official one to this fraction of the depth range.
@@ -67,18 +67,15 @@ def export_program(mono: MonoDepth, path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m stages.patch ASPECT", file=sys.stderr)
-        return 2
     started = time.time()
     try:
-        aspect = load_params().aspect(argv[0])
+        _, aspect = stage_aspect("patch", argv)
         official = load_official_from_dir(paths.CHECKPOINT_DIR)
         mono, report = patch_model(official, aspect.height, aspect.width)
         export_program(mono, paths.patched_program(aspect.name))
         fileio.write_json(paths.patch_report(aspect.name), {"aspect": aspect.name, **report})
     except (ParamsError, CheckpointError, NotExactError) as exc:
-        print(f"patch {argv[0]}: {exc}", file=sys.stderr)
+        print(f"patch: {exc}", file=sys.stderr)
         return 1
     print(f"patch {aspect.name}: {aspect.shape} exact to {report['relative_error']:.1e} of the depth range "
           f"({time.time() - started:.1f} s)")

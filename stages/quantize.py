@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from stages import fileio, paths
-from stages.params import ParamsError, load_params
+from stages.params import ParamsError, stage_aspect
 
 FP16_OPS = ("FULLY_CONNECTED", "CONV_2D")
 
@@ -35,12 +35,9 @@ def quantize_fp16(src: Path | str, dst: Path | str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m stages.quantize ASPECT", file=sys.stderr)
-        return 2
     started = time.time()
     try:
-        aspect = load_params().aspect(argv[0])
+        _, aspect = stage_aspect("quantize", argv)
     except ParamsError as exc:
         print(f"quantize: {exc}", file=sys.stderr)
         return 1

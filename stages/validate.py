@@ -18,7 +18,7 @@ from stages.weights import load_official_from_dir
 from stages.fidelity import TFLiteModel, fidelity_per_photo, worst_case
 from stages.gpu_lint import lint
 from stages.official import CheckpointError
-from stages.params import ParamsError, ValidationParams, load_params
+from stages.params import ParamsError, ValidationParams, stage_aspect
 
 
 def validate(aspect: Aspect, validation: ValidationParams) -> tuple[dict, dict]:
@@ -52,16 +52,12 @@ def validate(aspect: Aspect, validation: ValidationParams) -> tuple[dict, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m stages.validate ASPECT", file=sys.stderr)
-        return 2
     started = time.time()
     try:
-        params = load_params()
-        aspect = params.aspect(argv[0])
+        params, aspect = stage_aspect("validate", argv)
         metrics, lint_summary = validate(aspect, params.validation)
     except (ParamsError, CheckpointError) as exc:
-        print(f"validate {argv[0]}: {exc}", file=sys.stderr)
+        print(f"validate: {exc}", file=sys.stderr)
         return 1
     fileio.write_json(paths.lint_report(aspect.name), lint_summary)
     fileio.write_json(paths.metrics(aspect.name), metrics)

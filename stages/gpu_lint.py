@@ -17,7 +17,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils
 
@@ -190,16 +189,6 @@ def _broadcastable(a: list[int], b: list[int]) -> bool:
         if x != y and x != 1 and y != 1:
             return False
     return True
-
-
-def tensor_dtype_histogram(path: str | Path) -> dict[str, int]:
-    """Bytes of constant data per dtype (what the file spends its size on)."""
-    model = flatbuffer_utils.read_model(str(path))
-    sizes: Counter[str] = Counter()
-    for t in model.subgraphs[0].tensors:
-        if t.buffer and model.buffers[t.buffer].data is not None:
-            sizes[_TYPE_NAMES.get(t.type, "UNKNOWN")] += int(np.asarray(model.buffers[t.buffer].data).nbytes)
-    return dict(sizes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,7 +82,7 @@ def load_params(path: Path | str = PARAMS_FILE) -> Params:
 
 def parse_params(raw: object, base_dir: Path = Path(".")) -> Params:
     """Validate a parsed params.yaml document; relative paths resolve against base_dir."""
-    top = _mapping("params.yaml", raw, _TOP_KEYS, required=_TOP_KEYS)
+    top = _mapping("top level", raw, _TOP_KEYS, required=_TOP_KEYS)
     try:
         long_side = check_long_side(top["long_side"])
         aspects = _aspects(top["aspects"], long_side)

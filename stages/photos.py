@@ -8,8 +8,6 @@ NCHW float32. Never stretched, never padded: DA3 sees the image at its native as
 from __future__ import annotations
 
 import numpy as np
-import skimage.data
-import torch
 from PIL import Image
 
 MEAN = (0.485, 0.456, 0.406)
@@ -32,6 +30,8 @@ PREPROCESSING = {
 
 def load_photo(name: str) -> np.ndarray:
     """An RGB uint8 photo [h, w, 3] bundled with scikit-image."""
+    import skimage.data  # imported here: params.py reads PHOTOS and must stay quick to import
+
     if name == "motorcycle_left":  # Middlebury stereo pair (left view)
         rgb = skimage.data.stereo_motorcycle()[0]
     elif name in PHOTOS:
@@ -58,6 +58,8 @@ def normalize(rgb: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
 
 
-def load_photo_tensor(name: str, height: int, width: int) -> torch.Tensor:
-    """A bundled photo, preprocessed exactly as the shipped model expects."""
+def load_photo_tensor(name: str, height: int, width: int):
+    """A bundled photo, preprocessed exactly as the shipped model expects, as a torch tensor."""
+    import torch
+
     return torch.from_numpy(normalize(cover_and_center_crop(load_photo(name), height, width)))

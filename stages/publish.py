@@ -7,7 +7,8 @@ not up to date (`dvc status`); the catalog's version is not params.yaml's; any c
 model failed a gate or no longer has its catalogued sha256; the version is older than the
 newest published one; or the version is already published with different files.
 Then it declares the shipped models as DVC artifacts in dvc.yaml (committed), pushes them
-to the remote, and tags the commit `catalog/v<version>` (pushed to `origin` if it exists).
+to the remote, and tags the commit `catalog/v<version>` and `<artifact>@v<version>` for each
+model (DVC's artifact versions), pushed to `origin` if it exists.
 """
 
 from __future__ import annotations
@@ -151,11 +152,16 @@ def publish(remote: str | None = None) -> str:
                           capture_output=True, text=True)
     if push.returncode != 0:
         raise PublishError(f"dvc push failed: {(push.stdout + push.stderr).strip()}")
+    # The catalog tag, plus one `<artifact>@v<version>` tag per model: the GTO convention
+    # that `dvc artifacts get REPO NAME --rev v<version>` resolves.
+    tags = [tag] + [f"{artifact_name(catalog, m['aspect'])}@v{catalog['version']}" for m in catalog["models"]]
     if not already:
         aspects = ", ".join(f"{m['aspect']} {m['height']}x{m['width']}" for m in catalog["models"])
         git("tag", "-a", tag, "-m", f"{catalog['name']} {catalog['version']}: {aspects}")
+        for model_tag in tags[1:]:
+            git("tag", "-a", model_tag, "-m", f"{model_tag.split('@')[0]}, catalog {catalog['version']}")
     if "origin" in git("remote").split():
-        git("push", "origin", "HEAD", tag)
+        git("push", "origin", "HEAD", *tags)
     return f"{'re-pushed' if already else 'published'} {catalog['name']} {catalog['version']} as {tag}: {len(files)} models"
 
 

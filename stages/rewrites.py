@@ -167,7 +167,7 @@ def fold_layerscale(vit: DinoVisionTransformer) -> None:
     Exact up to float rounding: (xW^T + b) * g == x (gW)^T + g b, one rounding moved.
     """
     for block in vit.blocks:
-        for scale_name, linear in (("ls1", _attn_out(block.attn)), ("ls2", block.mlp.fc2)):
+        for scale_name, linear in (("ls1", block.attn.proj), ("ls2", block.mlp.fc2)):
             scale = getattr(block, scale_name)
             if isinstance(scale, nn.Identity):
                 continue
@@ -176,10 +176,6 @@ def fold_layerscale(vit: DinoVisionTransformer) -> None:
             if linear.bias is not None:
                 linear.bias.mul_(gamma)
             setattr(block, scale_name, nn.Identity())
-
-
-def _attn_out(attn: nn.Module) -> nn.Linear:
-    return attn.proj
 
 
 def baked_pos_embed(vit: DinoVisionTransformer, height: int, width: int) -> torch.Tensor:

@@ -7,6 +7,7 @@ and shared by the lint, quantize and fidelity tests.
 from __future__ import annotations
 
 import copy
+import logging
 
 import pytest
 import torch
@@ -18,6 +19,12 @@ from stages.stress import stress_model
 from stages.weights import write_hub_layout
 
 SMALL = (126, 224)  # H x W: 9 x 16 patches, landscape
+
+# litert-torch logs with the module-level `logging.info`, which calls logging.basicConfig()
+# on first use and binds whatever sys.stderr is then: under pytest, a per-test capture
+# stream that is closed afterwards, so a later record (from DVC, say) kills the run.
+# A root handler installed up front makes basicConfig a no-op; pytest still captures logs.
+logging.getLogger().addHandler(logging.NullHandler())
 
 
 @pytest.fixture(scope="session")

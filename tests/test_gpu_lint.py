@@ -1,6 +1,9 @@
 """The GPU lint reads real flatbuffers and names each offending op with its shapes."""
 
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -77,11 +80,13 @@ def test_resize_with_both_flags_is_rejected(small_tflite, tmp_path):
     assert all(p.startswith("RESIZE_BILINEAR inputs [[1, ") for p in both)
 
 
-def test_cli_prints_a_report(small_tflite, capsys):
+def test_cli_prints_a_report(small_tflite):
     _, fp16 = small_tflite
-    assert main([str(fp16), "--require-fp16"]) == 0
-    out = capsys.readouterr().out
-    assert '"gpu_clean": true' in out and '"max_rank": 4' in out
+    proc = subprocess.run([sys.executable, "-m", "stages.gpu_lint", str(fp16), "--require-fp16"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["gpu_clean"] is True and report["max_rank"] == 4 and report["op_histogram"]["DEQUANTIZE"] > 0
 
 
 @pytest.mark.parametrize("bad", ["missing.tflite"])

@@ -51,7 +51,7 @@ def test_valid_document():
 @pytest.mark.parametrize(
     "doc, message",
     [
-        (edited(extra=1), "params.yaml: unknown key(s) ['extra']"),
+        (edited(extra=1), "top level: unknown key(s) ['extra']"),
         (edited(checkpoint__sourse="hub"), "checkpoint: unknown key(s) ['sourse']"),
         (edited(aspects__4x3={"ratio": "4:0"}), "aspects.4x3.ratio: '4:0' is not a ratio"),
         (edited(aspects__4x3={"ratio": "4:3", "long_side": 1000}), "aspects.4x3.long_side: 1000 is not a multiple of 14"),
@@ -63,7 +63,7 @@ def test_valid_document():
         (edited(checkpoint__source="hub", checkpoint__repo="DA3-SMALL"), "checkpoint.repo: 'DA3-SMALL' is not a Hub repo id"),
         (edited(checkpoint__seed=-1), "checkpoint.seed"),
         (edited(long_side=1000), "long_side: 1000 is not a multiple of 14"),
-        (edited(long_side=DELETE), "params.yaml: missing key(s) ['long_side']"),
+        (edited(long_side=DELETE), "top level: missing key(s) ['long_side']"),
         (edited(validation__min_pearson=1.5), "validation.min_pearson: 1.5 must be a number in (0, 1]"),
         (edited(validation__photos=["astronaut"]), "validation.photos: need a list of at least 3"),
         (edited(validation__photos=["astronaut", "coffee", "lena"]), "['lena'] not valid"),

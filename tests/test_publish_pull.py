@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from stages.fileio import sha256_file
 from tests.test_farm_e2e import Farm, repo_files
@@ -71,14 +72,20 @@ def test_publish_pushed_files_tagged_and_declared_artifacts(published):
     for m in catalog["models"]:
         md5 = hashlib.md5((farm.root / m["file"]).read_bytes()).hexdigest()
         assert (remote / "files" / "md5" / md5[:2] / md5[2:]).is_file()
-    assert "catalog/v0.1.0" in farm.git("tag")
-    from dvc.repo import Repo
-
-    artifacts = Repo(str(farm.root)).artifacts.read()["dvc.yaml"]
+    assert {"catalog/v0.1.0", "da3-small-litert-9x16@v0.1.0"} <= set(farm.git("tag").split())
+    artifacts = yaml.safe_load((farm.root / "dvc.yaml").read_text())["artifacts"]
     assert set(artifacts) == {"da3-small-litert-9x16", "da3-small-litert-3x4", "da3-small-litert-16x9"}
-    meta = artifacts["da3-small-litert-9x16"].meta
+    meta = artifacts["da3-small-litert-9x16"]["meta"]
     assert meta["shape"] == [1, 3, 112, 70] and meta["precision"] == "fp16-weights" and meta["aspect"] == "9x16"
-    assert artifacts["da3-small-litert-9x16"].type == "model"
+    assert artifacts["da3-small-litert-9x16"]["type"] == "model"
+    # Plain DVC fetches the published model by artifact name and by path at the tag.
+    got = root / "got"
+    run(sys.executable, "-m", "dvc", "artifacts", "get", farm.root, "da3-small-litert-9x16", "--rev", "v0.1.0",
+        "-o", got / "by-name.tflite", cwd=root, env=farm.env)
+    run(sys.executable, "-m", "dvc", "get", farm.root, "artifacts/models/9x16/model_fp16.tflite", "--rev",
+        "catalog/v0.1.0", "-o", got / "by-path.tflite", cwd=root, env=farm.env)
+    expected = next(m["sha256"] for m in catalog["models"] if m["aspect"] == "9x16")
+    assert sha256_file(got / "by-name.tflite") == sha256_file(got / "by-path.tflite") == expected
     assert farm.git("status", "--porcelain").strip() == ""  # publish committed what it wrote
 
 

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: farm test check bench publish clean-venv
+.PHONY: farm test bench publish clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ farm: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+publish: $(STAMP)
+	$(BIN)/python -m stages.publish
 
 bench: $(STAMP)
 	$(BIN)/python -m stages.bench --height 896 --width 504

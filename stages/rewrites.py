@@ -1,4 +1,4 @@
-"""GPU-clean rewrites of the official DA3 modules. Every one is exact.
+"""GPU-clean rewrites of the official DA3 modules. Every one is exact (one moves a rounding).
 
 Each rewrite is a small named transform. The module-level ones work like torchao's
 `quantize_`: a function over an official model that swaps matching submodules in place,
@@ -164,7 +164,8 @@ def fold_layerscale(vit: DinoVisionTransformer) -> None:
     Replaces: `ls1(attn(...))` and `ls2(mlp(...))`, a per-channel MUL after a Linear. The
     published conversion found the GPU delegate mis-lays-out the token dimension of that
     MUL (fully_connected {1,1,N,C} vs {N,1,1,C}); it is also 24 fewer ops.
-    Exact up to float rounding: (xW^T + b) * g == x (gW)^T + g b, one rounding moved.
+    Exact in real arithmetic, (xW^T + b) * g == x (gW)^T + g b; in floats one rounding moves
+    (measured: 1.5e-6 of the depth range at 896x504 on stress weights).
     """
     for block in vit.blocks:
         for scale_name, linear in (("ls1", block.attn.proj), ("ls2", block.mlp.fc2)):

@@ -143,6 +143,6 @@ def closest_aspect(aspects: list[Aspect], width: int, height: int) -> tuple[Aspe
     best = min(aspects, key=key)
     ratio_error = abs(math.exp(abs(math.log(best.width / best.height) - target)) - 1)
     return best, (
-        f"camera {width}x{height} (W/H {width / height:.4f}) -> {best.name} "
-        f"{best.width}x{best.height} (W/H {best.width / best.height:.4f}, {ratio_error:.2%} off)"
+        f"camera {width}x{height} (WxH, W/H {width / height:.4f}) -> {best.name} "
+        f"(HxW {best.shape}, W/H {best.width / best.height:.4f}, {ratio_error:.2%} off)"
     )

@@ -3,7 +3,8 @@
     python -m stages.catalog
 
 Lists exactly the aspects in params.yaml, each only if its validation passed and its file
-still has the validated sha256. Folders of aspects no longer in params.yaml are removed.
+still has the validated sha256. Folders and dvc.lock entries of aspects no longer in
+params.yaml are removed.
 The document is validated against stages/catalog.schema.json before it is written.
 """
 
@@ -123,6 +124,29 @@ def build_catalog(params: Params, created: str | None = None) -> dict:
     return document
 
 
+PER_ASPECT_STAGES = ("patch", "export", "quantize", "validate")
+LOCK_FILE = Path("dvc.lock")
+
+
+def prune_lock(params: Params) -> list[str]:
+    """Drop dvc.lock entries of per-aspect stages whose aspect left params.yaml.
+
+    DVC keeps them forever otherwise (and with them, cache objects `dvc gc` would keep).
+    DVC rewrites dvc.lock after this stage by reading it from disk, so the pruning stays.
+    """
+    from dvc.utils.serialize import modify_yaml
+
+    if not LOCK_FILE.exists():
+        return []
+    with modify_yaml(LOCK_FILE) as lock:
+        stages = lock.get("stages", {})
+        stale = [name for name in stages if "@" in name and name.split("@", 1)[0] in PER_ASPECT_STAGES
+                 and name.split("@", 1)[1] not in params.aspects]
+        for name in stale:
+            del stages[name]
+    return stale
+
+
 def stale_aspect_dirs(params: Params) -> list[Path]:
     if not paths.MODELS.is_dir():
         return []
@@ -140,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     for stale in stale_aspect_dirs(params):
         shutil.rmtree(stale)
         print(f"catalog: removed {stale} (aspect no longer in params.yaml)")
+    for entry in prune_lock(params):
+        print(f"catalog: removed {entry} from {LOCK_FILE}")
     print(f"catalog: {document['name']} {document['version']} with {len(document['models'])} models "
           f"({', '.join(m['aspect'] for m in document['models'])}) -> {paths.CATALOG}")
     return 0

@@ -23,9 +23,16 @@ def atomic_path(target: Path | str) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        tmp_path.chmod(0o666 & ~_umask())  # mkstemp makes 0600; a normal file is readable
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_bytes(target: Path | str, data: bytes) -> None:

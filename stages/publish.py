@@ -8,7 +8,8 @@ model failed a gate or no longer has its catalogued sha256; the version is older
 newest published one; or the version is already published with different files.
 Then it declares the shipped models as DVC artifacts in dvc.yaml (committed), pushes them
 to the remote, and tags the commit `catalog/v<version>` and `<artifact>@v<version>` for each
-model (DVC's artifact versions), pushed to `origin` if it exists.
+model (DVC's artifact versions). Tags are pushed to `origin` if it exists; a re-run after
+a failed push re-pushes files and tags without changing anything else.
 """
 
 from __future__ import annotations
@@ -160,9 +161,15 @@ def publish(remote: str | None = None) -> str:
         git("tag", "-a", tag, "-m", f"{catalog['name']} {catalog['version']}: {aspects}")
         for model_tag in tags[1:]:
             git("tag", "-a", model_tag, "-m", f"{model_tag.split('@')[0]}, catalog {catalog['version']}")
+    summary = f"{'re-pushed' if already else 'published'} {catalog['name']} {catalog['version']} as {tag}: {len(files)} models"
     if "origin" in git("remote").split():
-        git("push", "origin", "HEAD", *tags)
-    return f"{'re-pushed' if already else 'published'} {catalog['name']} {catalog['version']} as {tag}: {len(files)} models"
+        try:
+            git("push", "origin", *tags)  # tags only: the branch is yours to push
+        except PublishError as exc:
+            raise PublishError(f"{summary}, but pushing the tags to origin failed ({exc}); "
+                               f"push them with: git push origin {' '.join(tags)}") from None
+        summary += f"; tags pushed to origin (push your branch too: it holds the artifacts commit)"
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -187,3 +187,8 @@ def test_removed_aspect_vanishes_from_catalog_and_disk(farm):
     assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "c"]
     assert not (farm.root / "artifacts" / "models" / "b").exists()
     assert "removed artifacts/models/b" in output
+    lock = yaml.safe_load((farm.root / "dvc.lock").read_text())["stages"]
+    assert not [name for name in lock if name.endswith("@b")]
+    assert {"patch@a", "validate@c", "catalog"} <= set(lock)
+    ran, output = farm.repro()
+    assert ran == set(), output

@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 import jsonschema
+import yaml
 
 from stages import fileio, paths
 from stages.params import Params, ParamsError, load_params
@@ -124,10 +125,6 @@ def build_catalog(params: Params, created: str | None = None) -> dict:
     return document
 
 
-PER_ASPECT_STAGES = ("patch", "export", "quantize", "validate")
-LOCK_FILE = Path("dvc.lock")
-
-
 def prune_lock(params: Params) -> list[str]:
     """Drop dvc.lock entries of per-aspect stages whose aspect left params.yaml.
 
@@ -136,11 +133,13 @@ def prune_lock(params: Params) -> list[str]:
     """
     from dvc.utils.serialize import modify_yaml
 
-    if not LOCK_FILE.exists():
+    if not paths.LOCK_FILE.exists():
         return []
-    with modify_yaml(LOCK_FILE) as lock:
+    dvc_stages = yaml.safe_load(paths.DVC_FILE.read_text())["stages"]
+    per_aspect = {name for name, stage in dvc_stages.items() if "foreach" in stage}
+    with modify_yaml(paths.LOCK_FILE) as lock:
         stages = lock.get("stages", {})
-        stale = [name for name in stages if "@" in name and name.split("@", 1)[0] in PER_ASPECT_STAGES
+        stale = [name for name in stages if "@" in name and name.split("@", 1)[0] in per_aspect
                  and name.split("@", 1)[1] not in params.aspects]
         for name in stale:
             del stages[name]
@@ -165,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(stale)
         print(f"catalog: removed {stale} (aspect no longer in params.yaml)")
     for entry in prune_lock(params):
-        print(f"catalog: removed {entry} from {LOCK_FILE}")
+        print(f"catalog: removed {entry} from {paths.LOCK_FILE}")
     print(f"catalog: {document['name']} {document['version']} with {len(document['models'])} models "
           f"({', '.join(m['aspect'] for m in document['models'])}) -> {paths.CATALOG}")
     return 0

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+DVC_FILE = Path("dvc.yaml")
+LOCK_FILE = Path("dvc.lock")
 ARTIFACTS = Path("artifacts")
 CHECKPOINT_DIR = ARTIFACTS / "checkpoint"  # config.json + model.safetensors (Hub layout)
 PROVENANCE = CHECKPOINT_DIR / "provenance.json"

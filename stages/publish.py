@@ -28,7 +28,6 @@ from stages.catalog import validate_catalog
 from stages.params import ParamsError, load_params
 
 TAG_PREFIX = "catalog/v"
-DVC_FILE = Path("dvc.yaml")
 ARTIFACTS_MARKER = "# --- artifacts: written by `make publish` from artifacts/catalog.json; do not edit below ---"
 
 
@@ -82,7 +81,7 @@ def artifacts_section(catalog: dict) -> dict:
     }
 
 
-def write_artifacts_section(catalog: dict, dvc_file: Path = DVC_FILE) -> bool:
+def write_artifacts_section(catalog: dict, dvc_file: Path = paths.DVC_FILE) -> bool:
     """Replace the generated tail of dvc.yaml; return whether the file changed."""
     text = dvc_file.read_text()
     head = text.split(ARTIFACTS_MARKER, 1)[0].rstrip("\n")
@@ -146,7 +145,7 @@ def publish(remote: str | None = None) -> str:
     tag = tag_for(catalog["version"])
     already = check_version(catalog, published_versions("."))
     if write_artifacts_section(catalog):
-        git("add", DVC_FILE.as_posix())
+        git("add", paths.DVC_FILE.as_posix())
         git("commit", "-q", "-m", f"Declare the models of catalog {catalog['version']} as DVC artifacts")
     files = [m["file"] for m in catalog["models"]]
     push = subprocess.run([sys.executable, "-m", "dvc", "push", *(["-r", remote] if remote else []), *files],
@@ -168,7 +167,7 @@ def publish(remote: str | None = None) -> str:
         except PublishError as exc:
             raise PublishError(f"{summary}, but pushing the tags to origin failed ({exc}); "
                                f"push them with: git push origin {' '.join(tags)}") from None
-        summary += f"; tags pushed to origin (push your branch too: it holds the artifacts commit)"
+        summary += "; tags pushed to origin (push your branch too: it holds the artifacts commit)"
     return summary
 
 

@@ -2,8 +2,8 @@
 
     python -m stages.catalog
 
-Lists exactly the aspects in params.yaml, each only if its validation passed and its file
-still has the validated sha256. Folders and dvc.lock entries of aspects no longer in
+Lists exactly the aspects in params.yaml, each only if its CPU validation and its GPU check
+passed and its file still has the sha256 that validation, lint and GPU check recorded. Folders and dvc.lock entries of aspects no longer in
 params.yaml are removed.
 The document is validated against stages/catalog.schema.json before it is written.
 """
@@ -64,11 +64,18 @@ def model_entry(params: Params, name: str) -> dict:
     if (metrics["height"], metrics["width"]) != (aspect.height, aspect.width):
         raise CatalogError(f"aspect {name}: validated at {metrics['height']}x{metrics['width']}, "
                            f"params say {aspect.shape}")
+    try:
+        gpu = json.loads(paths.gpu_metrics(name).read_text())
+    except FileNotFoundError as exc:
+        raise CatalogError(f"aspect {name}: not checked on the GPU yet ({exc.filename} missing)") from None
+    if not gpu.get("passed"):
+        raise CatalogError(f"aspect {name}: GPU check failed: {gpu.get('failures')}")
     shipped = paths.fp16_model(name)
     sha256 = fileio.sha256_file(shipped)
-    if sha256 != metrics["sha256"]:
-        raise CatalogError(f"aspect {name}: {shipped} changed after validation (sha256 {sha256[:12]}... "
-                           f"!= validated {metrics['sha256'][:12]}...)")
+    for what, record in (("validation", metrics), ("GPU lint", lint), ("GPU check", gpu)):
+        if sha256 != record.get("sha256"):
+            raise CatalogError(f"aspect {name}: {shipped} is not the file its {what} was about (sha256 "
+                               f"{sha256[:12]}... != {str(record.get('sha256'))[:12]}...); run `dvc repro`")
     fidelity = metrics["fidelity"]
     return {
         "aspect": name,
@@ -93,7 +100,8 @@ def model_entry(params: Params, name: str) -> dict:
         },
         "fidelity": {
             "reference": "official depth_anything_3 PyTorch model, FP32",
-            "gate_min_pearson": metrics["gates"]["min_pearson"],
+            "gate_min_pearson": metrics["gates"]["min_pearson"]["limit"],
+            "gate_max_mean_rel": metrics["gates"]["max_mean_rel"]["limit"],
             "pearson_min": fidelity["pearson"],
             "cosine_min": fidelity["cosine"],
             "max_abs_error": fidelity["max_abs_error"],
@@ -106,7 +114,28 @@ def model_entry(params: Params, name: str) -> dict:
             "max_rank": lint["max_rank"],
             "op_histogram": lint["op_histogram"],
             "fp16_weight_tensors": lint["fp16_weight_tensors"],
+            "largest_tensor_bytes": lint["largest_tensor"]["fp16_bytes"],
         },
+        "gpu": gpu_entry(gpu),
+    }
+
+
+def gpu_entry(gpu: dict) -> dict:
+    """What the GPU stage measured, or that it was skipped (never a figure that was not measured)."""
+    if not gpu["checked"]:
+        return {"checked": False, "reason": gpu["reason"]}
+    adapter = gpu["adapter"]
+    return {
+        "checked": True,
+        "fully_accelerated": gpu["fully_accelerated"],
+        "precision": gpu["precision"],
+        "adapter": f"{adapter['name']} ({adapter['backend']}, {adapter['type']})",
+        "gate_min_pearson": gpu["gates"]["min_pearson"]["limit"],
+        "gate_max_mean_rel": gpu["gates"]["max_mean_rel"]["limit"],
+        "pearson_min": gpu["pearson_min"],
+        "mean_rel_max": gpu["mean_rel_max"],
+        "seconds": round(gpu["seconds"], 1),
+        "photos": {photo: m["pearson"] for photo, m in gpu["photos"].items()},
     }
 
 

@@ -98,6 +98,7 @@ def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str)
         "input": entry["input"],
         "output": entry["output"],
         "fidelity": entry["fidelity"],
+        "gpu": entry.get("gpu", {"checked": False, "reason": "catalog made before the farm ran a GPU check"}),
     }
 
 
@@ -144,9 +145,11 @@ def diff(repo: str, old: str, new: str) -> list[dict]:
             rows.append({"aspect": aspect, "change": "removed", "shape": _shape(a[aspect])})
         elif aspect not in a:
             rows.append({"aspect": aspect, "change": "added", "shape": _shape(b[aspect]),
-                         "bytes": b[aspect]["bytes"], "pearson_min": b[aspect]["fidelity"]["pearson_min"]})
+                         "bytes": b[aspect]["bytes"], "pearson_min": b[aspect]["fidelity"]["pearson_min"],
+                         "gpu_pearson_min": _gpu_pearson(b[aspect])})
         else:
             x, y = a[aspect], b[aspect]
+            gx, gy = _gpu_pearson(x), _gpu_pearson(y)
             rows.append({
                 "aspect": aspect,
                 "change": "changed" if x["sha256"] != y["sha256"] else "same",
@@ -154,9 +157,23 @@ def diff(repo: str, old: str, new: str) -> list[dict]:
                 "bytes": y["bytes"], "bytes_delta": y["bytes"] - x["bytes"],
                 "pearson_min": y["fidelity"]["pearson_min"],
                 "pearson_delta": y["fidelity"]["pearson_min"] - x["fidelity"]["pearson_min"],
+                "gpu_pearson_min": gy,
+                "gpu_pearson_delta": gy - gx if gx is not None and gy is not None else None,
                 "sha256": f"{x['sha256'][:12]} -> {y['sha256'][:12]}" if x["sha256"] != y["sha256"] else x["sha256"][:12],
             })
     return rows
+
+
+def _gpu_pearson(m: dict) -> float | None:
+    """Worst GPU-FP16 Pearson, or None where the GPU check was skipped (or predates the farm's)."""
+    gpu = m.get("gpu") or {}
+    return gpu.get("pearson_min") if gpu.get("checked") else None
+
+
+def _gpu_text(value: float | None, delta: float | None = None) -> str:
+    if value is None:
+        return "not checked"
+    return f"{value:.7f}" + (f" ({delta:+.1e})" if delta is not None else "")
 
 
 def _shape(m: dict) -> str:
@@ -165,16 +182,19 @@ def _shape(m: dict) -> str:
 
 def format_diff(rows: list[dict], old: str, new: str) -> str:
     lines = [f"catalog {old} -> {new}",
-             f"{'aspect':<10} {'change':<8} {'shape HxW':<16} {'size':>22} {'pearson_min':>24}  sha256"]
+             f"{'aspect':<10} {'change':<8} {'shape HxW':<16} {'size':>22} {'pearson_min CPU':>24} "
+             f"{'pearson_min GPU FP16':>24}  sha256"]
     for r in rows:
-        size = pearson = sha = ""
+        size = pearson = gpu = sha = ""
         if "bytes_delta" in r:
             size = f"{r['bytes'] / 1e6:.2f} MB ({r['bytes_delta'] / 1e6:+.2f})"
             pearson = f"{r['pearson_min']:.7f} ({r['pearson_delta']:+.1e})"
+            gpu = _gpu_text(r["gpu_pearson_min"], r["gpu_pearson_delta"])
             sha = r["sha256"]
         elif "bytes" in r:
             size, pearson = f"{r['bytes'] / 1e6:.2f} MB", f"{r['pearson_min']:.7f}"
-        lines.append(f"{r['aspect']:<10} {r['change']:<8} {r['shape']:<16} {size:>22} {pearson:>24}  {sha}")
+            gpu = _gpu_text(r["gpu_pearson_min"])
+        lines.append(f"{r['aspect']:<10} {r['change']:<8} {r['shape']:<16} {size:>22} {pearson:>24} {gpu:>24}  {sha}")
     return "\n".join(lines)
 
 

@@ -20,6 +20,9 @@ from pathlib import Path
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils
 
+from stages.fileio import sha256_file
+from stages.gpu_memory import MIB, fp16_bytes
+
 MAX_RANK = 4
 
 # Ops the GPU delegate takes (each still subject to the per-op checks below).
@@ -47,7 +50,8 @@ FORBIDDEN_OPS = {
 UNARY_OPS = frozenset({"ABS", "NEG", "EXP", "LOG", "RSQRT", "SQRT", "SQUARE", "SIN", "COS",
                        "TANH", "LOGISTIC", "GELU"})
 BINARY_OPS = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "POW"})
-WEIGHT_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D"})
+# The ops whose weights the quantizer stores in FP16 (stages.quantize): every one must be.
+FP16_WEIGHT_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D"})
 
 _OP_NAMES = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
 _TYPE_NAMES = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
@@ -56,25 +60,36 @@ _TYPE_NAMES = {v: k for k, v in vars(schema.TensorType).items() if not k.startsw
 @dataclass
 class LintReport:
     path: str
+    sha256: str  # of the file linted: a report is about exactly one file
     op_histogram: dict[str, int]
     max_rank: int
     weight_dtypes: dict[str, int]
     fp16_weights: int
+    largest_tensor: dict  # name, shape, fp16_bytes (as the GPU lays it out)
+    max_tensor_bytes: int | None
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def all_weights_fp16(self) -> bool:
+        """Every CONV_2D / FULLY_CONNECTED weight is stored in FP16 (and there is one)."""
+        return set(self.weight_dtypes) == {"FLOAT16"}
+
     def summary(self) -> dict:
         """The catalog's view: counts and verdict, not the full problem list."""
         return {
+            "sha256": self.sha256,
             "gpu_clean": self.ok,
             "ops": sum(self.op_histogram.values()),
             "op_histogram": self.op_histogram,
             "max_rank": self.max_rank,
             "weight_dtypes": self.weight_dtypes,
             "fp16_weight_tensors": self.fp16_weights,
+            "largest_tensor": self.largest_tensor,
+            "max_tensor_bytes": self.max_tensor_bytes,
             "problems": self.problems,
         }
 
@@ -110,33 +125,46 @@ class _Graph:
         return f"{self.op_name(op)} inputs [{ins}] -> [{outs}]"
 
 
-def lint(path: str | Path, require_fp16: bool) -> LintReport:
-    """Check one .tflite file; `require_fp16` for the shipped (quantized) file."""
+def lint(path: str | Path, require_fp16: bool, max_tensor_bytes: int | None = None) -> LintReport:
+    """Check one .tflite file; `require_fp16` for the shipped (quantized) file; `max_tensor_bytes`
+    bounds the largest tensor in FP16 as the GPU stores it (stages.gpu_memory)."""
     model = flatbuffer_utils.read_model(str(path))
     problems: list[str] = []
     histogram: Counter[str] = Counter()
     weight_dtypes: Counter[str] = Counter()
     max_rank = 0
+    largest = {"name": "", "shape": [], "fp16_bytes": 0}
     if len(model.subgraphs) != 1:
         problems.append(f"{len(model.subgraphs)} subgraphs: control flow is not a GPU graph")
     for subgraph in model.subgraphs:
         graph = _Graph(model, subgraph)
         for index, tensor in enumerate(subgraph.tensors):
-            rank = len(graph.shape(index))
-            max_rank = max(max_rank, rank)
-            if rank > MAX_RANK:
-                problems.append(f"tensor {tensor.name.decode()!r} has rank {rank} {graph.shape(index)} (> {MAX_RANK})")
+            shape = graph.shape(index)
+            max_rank = max(max_rank, len(shape))
+            if len(shape) > MAX_RANK:
+                problems.append(f"tensor {tensor.name.decode()!r} has rank {len(shape)} {shape} (> {MAX_RANK})")
+            if fp16_bytes(shape) > largest["fp16_bytes"]:
+                largest = {"name": tensor.name.decode(), "shape": shape, "fp16_bytes": fp16_bytes(shape)}
         producers = {out: op for op in subgraph.operators for out in op.outputs}
         for op in subgraph.operators:
             name = graph.op_name(op)
             histogram[name] += 1
             problems.extend(_check_op(graph, op, name))
-            if name in WEIGHT_OPS:
+            if name in FP16_WEIGHT_OPS:
                 weight_dtypes[_weight_dtype(graph, producers, op.inputs[1])] += 1
     fp16 = sum(1 for sg in model.subgraphs for t in sg.tensors if t.type == schema.TensorType.FLOAT16)
-    if require_fp16 and weight_dtypes.get("FLOAT16", 0) == 0:
-        problems.append("no FP16 weights: the shipped file must carry FP16 (dequantized) weights")
-    return LintReport(str(path), dict(histogram.most_common()), max_rank, dict(weight_dtypes), fp16, problems)
+    if require_fp16:
+        not_fp16 = {dtype: n for dtype, n in weight_dtypes.items() if dtype != "FLOAT16"}
+        if not weight_dtypes.get("FLOAT16"):
+            problems.append("no FP16 weights: the shipped file must carry FP16 (dequantized) weights")
+        elif not_fp16:
+            problems.append(f"not every {'/'.join(sorted(FP16_WEIGHT_OPS))} weight is FP16: {not_fp16} "
+                            f"of {sum(weight_dtypes.values())}")
+    if max_tensor_bytes is not None and largest["fp16_bytes"] > max_tensor_bytes:
+        problems.append(f"largest tensor {largest['name']!r} {largest['shape']} is {largest['fp16_bytes'] / MIB:.1f} "
+                        f"MiB in FP16, over the limit of {max_tensor_bytes / MIB:.0f} MiB (max_tensor_mib)")
+    return LintReport(str(path), sha256_file(path), dict(histogram.most_common()), max_rank, dict(weight_dtypes),
+                      fp16, largest, max_tensor_bytes, problems)
 
 
 def _weight_dtype(graph: _Graph, producers: dict, index: int) -> str:
@@ -194,11 +222,13 @@ def _broadcastable(a: list[int], b: list[int]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tflite", nargs="+")
-    parser.add_argument("--require-fp16", action="store_true", help="fail if no FP16 weights")
+    parser.add_argument("--require-fp16", action="store_true", help="fail unless every FC/CONV_2D weight is FP16")
+    parser.add_argument("--max-tensor-mib", type=int, help="fail if the largest FP16 tensor is larger")
     args = parser.parse_args(argv)
     status = 0
+    limit = args.max_tensor_mib * MIB if args.max_tensor_mib else None
     for path in args.tflite:
-        report = lint(path, args.require_fp16)
+        report = lint(path, args.require_fp16, limit)
         print(json.dumps({"path": path, **report.summary()}, indent=2))
         status |= 0 if report.ok else 1
     return status

@@ -32,6 +32,7 @@ class RewriteOptions:
     split_qkv: bool = True
     fold_layerscale: bool = True
     upsampler: rewrites.Upsampler | None = "pixel_shuffle"  # None keeps TRANSPOSE_CONV
+    attention_query_chunk: int | None = None  # from stages.gpu_memory; needs split_qkv
 
 
 class MonoDepth(nn.Module):
@@ -48,6 +49,10 @@ class MonoDepth(nn.Module):
             rewrites.bake_rope(vit, height, width)
         if options.split_qkv:
             rewrites.split_qkv(vit)
+        if options.attention_query_chunk is not None:
+            if not options.split_qkv:
+                raise ValueError("attention_query_chunk needs split_qkv")
+            rewrites.chunk_attention_queries(vit, options.attention_query_chunk)
         if options.fold_layerscale:
             rewrites.fold_layerscale(vit)
         if options.upsampler is not None:

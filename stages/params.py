@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from stages.aspects import Aspect, AspectError, check_long_side, plan_aspect
+from stages.gpu_memory import MAX_TENSOR_MIB, MIB, MIN_TENSOR_MIB, plan_tensors
 from stages.photos import PHOTOS
 
 PARAMS_FILE = Path("params.yaml")
@@ -24,9 +25,10 @@ HUB_FILES = ("config.json", "model.safetensors")
 MIN_PHOTOS = 3
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$")
 
-_TOP_KEYS = ("checkpoint", "long_side", "aspects", "validation", "catalog")
+_TOP_KEYS = ("checkpoint", "long_side", "max_tensor_mib", "aspects", "validation", "catalog")
 _CHECKPOINT_KEYS = ("source", "repo", "revision", "path", "seed")
-_VALIDATION_KEYS = ("min_pearson", "photos")
+_VALIDATION_KEYS = ("min_pearson", "max_mean_rel", "gpu", "gpu_min_pearson", "gpu_max_mean_rel", "photos")
+GPU_CHECK = ("required", "skip")
 _CATALOG_KEYS = ("name", "version")
 
 
@@ -46,6 +48,10 @@ class CheckpointParams:
 @dataclass(frozen=True)
 class ValidationParams:
     min_pearson: float
+    max_mean_rel: float
+    gpu: str  # "required" | "skip"
+    gpu_min_pearson: float
+    gpu_max_mean_rel: float
     photos: tuple[str, ...]
 
 
@@ -59,6 +65,7 @@ class CatalogParams:
 class Params:
     checkpoint: CheckpointParams
     long_side: int
+    max_tensor_mib: int
     aspects: dict[str, Aspect]
     validation: ValidationParams
     catalog: CatalogParams
@@ -88,9 +95,11 @@ def parse_params(raw: object, base_dir: Path = Path(".")) -> Params:
         aspects = _aspects(top["aspects"], long_side)
     except AspectError as exc:
         raise ParamsError(str(exc)) from None
+    max_tensor_mib = _max_tensor_mib(top["max_tensor_mib"], aspects)
     return Params(
         checkpoint=_checkpoint(top["checkpoint"], base_dir),
         long_side=long_side,
+        max_tensor_mib=max_tensor_mib,
         aspects=aspects,
         validation=_validation(top["validation"]),
         catalog=_catalog(top["catalog"]),
@@ -154,12 +163,19 @@ def _checkpoint(raw: object, base_dir: Path) -> CheckpointParams:
     return CheckpointParams(source, str(repo), str(revision), path, seed)
 
 
+def _fraction(key: str, value: object, low_open: float = 0.0, high: float = 1.0) -> float:
+    """A number in (low_open, high]; the error names the key."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low_open < value <= high:
+        raise ParamsError(f"{key}: {value!r} must be a number in ({low_open:g}, {high:g}]")
+    return float(value)
+
+
 def _validation(raw: object) -> ValidationParams:
-    v = _mapping("validation", raw, _VALIDATION_KEYS, required=("min_pearson",))
-    gate = v["min_pearson"]
-    if isinstance(gate, bool) or not isinstance(gate, (int, float)) or not math.isfinite(gate) \
-            or not 0 < gate <= 1:
-        raise ParamsError(f"validation.min_pearson: {gate!r} must be a number in (0, 1]")
+    v = _mapping("validation", raw, _VALIDATION_KEYS, required=_VALIDATION_KEYS[:-1])
+    gpu = v["gpu"]
+    if gpu not in GPU_CHECK:
+        raise ParamsError(f"validation.gpu: {gpu!r} is not one of {list(GPU_CHECK)}")
     photos = v.get("photos", list(PHOTOS))
     if not isinstance(photos, list) or len(photos) < MIN_PHOTOS:
         raise ParamsError(f"validation.photos: need a list of at least {MIN_PHOTOS} photos from {list(PHOTOS)}")
@@ -167,7 +183,32 @@ def _validation(raw: object) -> ValidationParams:
     if unknown or len(set(photos)) != len(photos):
         raise ParamsError(f"validation.photos: {unknown or 'duplicates'} not valid; choose distinct names "
                           f"from {list(PHOTOS)}")
-    return ValidationParams(float(gate), tuple(photos))
+    return ValidationParams(
+        min_pearson=_fraction("validation.min_pearson", v["min_pearson"]),
+        max_mean_rel=_fraction("validation.max_mean_rel", v["max_mean_rel"]),
+        gpu=gpu,
+        gpu_min_pearson=_fraction("validation.gpu_min_pearson", v["gpu_min_pearson"]),
+        gpu_max_mean_rel=_fraction("validation.gpu_max_mean_rel", v["gpu_max_mean_rel"]),
+        photos=tuple(photos),
+    )
+
+
+def _max_tensor_mib(raw: object, aspects: dict[str, Aspect]) -> int:
+    """The GPU tensor limit, and every aspect's largest tensor under it (attention chunked)."""
+    if isinstance(raw, bool) or not isinstance(raw, int) or not MIN_TENSOR_MIB <= raw <= MAX_TENSOR_MIB:
+        raise ParamsError(f"max_tensor_mib: {raw!r} must be an integer in [{MIN_TENSOR_MIB}, {MAX_TENSOR_MIB}] "
+                          "(MiB of the largest FP16 tensor the GPU may hold; WebGPU's default storage-buffer "
+                          "binding limit is 128)")
+    for aspect in aspects.values():
+        plan = plan_tensors(aspect.height, aspect.width, raw * MIB)
+        if plan.largest_bytes > raw * MIB:
+            raise ParamsError(
+                f"aspects.{aspect.name}: {aspect.shape} needs a {plan.largest_name} tensor of "
+                f"{plan.largest_bytes / MIB:.0f} MiB in FP16, over max_tensor_mib {raw} even with attention "
+                f"chunked over queries; choose a smaller long_side or raise max_tensor_mib "
+                f"(only if every target GPU binds buffers that large)"
+            )
+    return raw
 
 
 def _catalog(raw: object) -> CatalogParams:

@@ -15,6 +15,7 @@ import time
 import torch
 
 from stages import fileio, paths
+from stages.gpu_memory import MIB, plan_tensors
 from stages.weights import load_official_from_dir
 from stages.mono_depth import MonoDepth, RewriteOptions
 from stages.official import CheckpointError, official_depth
@@ -69,16 +70,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     started = time.time()
     try:
-        _, aspect = stage_aspect("patch", argv)
+        params, aspect = stage_aspect("patch", argv)
+        plan = plan_tensors(aspect.height, aspect.width, params.max_tensor_mib * MIB)
         official = load_official_from_dir(paths.CHECKPOINT_DIR)
-        mono, report = patch_model(official, aspect.height, aspect.width)
+        mono, report = patch_model(official, aspect.height, aspect.width,
+                                   RewriteOptions(attention_query_chunk=plan.query_chunk))
         export_program(mono, paths.patched_program(aspect.name))
         fileio.write_json(paths.patch_report(aspect.name), {"aspect": aspect.name, **report})
     except (ParamsError, CheckpointError, NotExactError) as exc:
         print(f"patch: {exc}", file=sys.stderr)
         return 1
-    print(f"patch {aspect.name}: {aspect.shape} exact to {report['relative_error']:.1e} of the depth range "
-          f"({time.time() - started:.1f} s)")
+    chunking = f", attention in chunks of {plan.query_chunk} queries" if plan.query_chunk else ""
+    print(f"patch {aspect.name}: {aspect.shape} exact to {report['relative_error']:.1e} of the depth range"
+          f"{chunking} ({time.time() - started:.1f} s)")
     return 0
 
 

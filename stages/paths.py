@@ -46,6 +46,11 @@ def metrics(aspect: str) -> Path:
     return aspect_dir(aspect) / "metrics.json"
 
 
+def gpu_metrics(aspect: str) -> Path:
+    """The shipped file on the GPU accelerator: adapter, residency, FP16 fidelity (DVC metrics)."""
+    return aspect_dir(aspect) / "gpu.json"
+
+
 def lint_report(aspect: str) -> Path:
     """The full GPU lint of the shipped file (op histogram, problems)."""
     return aspect_dir(aspect) / "lint.json"

@@ -4,7 +4,8 @@
 
 Refuses, before changing anything, when: the git working tree is dirty; the pipeline is
 not up to date (`dvc status`); the catalog's version is not params.yaml's; any catalogued
-model failed a gate or no longer has its catalogued sha256; the version is older than the
+model failed a gate or no longer has its catalogued sha256; any model skipped the GPU check
+(validation.gpu: skip) unless --allow-unchecked-gpu; the version is older than the
 newest published one; or the version is already published with different files.
 Then it declares the shipped models as DVC artifacts in dvc.yaml (committed), pushes them
 to the remote, and tags the commit `catalog/v<version>` and `<artifact>@v<version>` for each
@@ -93,7 +94,7 @@ def write_artifacts_section(catalog: dict, dvc_file: Path = paths.DVC_FILE) -> b
     return True
 
 
-def check_publishable(catalog: dict, version: str) -> None:
+def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = False) -> None:
     """Every refusal that depends only on the local state; raises PublishError."""
     dirty = git("status", "--porcelain").strip()
     if dirty:
@@ -119,6 +120,11 @@ def check_publishable(catalog: dict, version: str) -> None:
             raise PublishError(f"aspect {m['aspect']} failed its gates: {metrics.get('failures')}")
         if fileio.sha256_file(m["file"]) != m["sha256"]:
             raise PublishError(f"{m['file']} does not match its catalogued sha256")
+    unchecked = [m["aspect"] for m in catalog["models"] if not m["gpu"]["checked"]]
+    if unchecked and not allow_unchecked_gpu:
+        raise PublishError(f"aspects {', '.join(unchecked)} were never run on the GPU accelerator "
+                           "(validation.gpu: skip); set validation.gpu: required and run `make farm`, or "
+                           "publish anyway with --allow-unchecked-gpu (the catalog says they were not checked)")
 
 
 def check_version(catalog: dict, published: list[str]) -> bool:
@@ -138,10 +144,10 @@ def check_version(catalog: dict, published: list[str]) -> bool:
     return True
 
 
-def publish(remote: str | None = None) -> str:
+def publish(remote: str | None = None, allow_unchecked_gpu: bool = False) -> str:
     params = load_params()
     catalog = json.loads(paths.CATALOG.read_text())
-    check_publishable(catalog, params.catalog.version)
+    check_publishable(catalog, params.catalog.version, allow_unchecked_gpu)
     tag = tag_for(catalog["version"])
     already = check_version(catalog, published_versions("."))
     if write_artifacts_section(catalog):
@@ -174,9 +180,11 @@ def publish(remote: str | None = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="push the shipped models and tag the catalog version")
     parser.add_argument("--remote", help="DVC remote name (default: the repository's default remote)")
+    parser.add_argument("--allow-unchecked-gpu", action="store_true",
+                        help="publish models whose GPU check was skipped (validation.gpu: skip)")
     args = parser.parse_args(argv)
     try:
-        print(f"publish: {publish(args.remote)}")
+        print(f"publish: {publish(args.remote, args.allow_unchecked_gpu)}")
     except (PublishError, ParamsError, FileNotFoundError) as exc:
         print(f"publish: refused: {exc}", file=sys.stderr)
         return 1

@@ -19,12 +19,13 @@ from stages.params import ParamsError, stage_aspect
 FP16_OPS = ("FULLY_CONNECTED", "CONV_2D")
 
 
-def quantize_fp16(src: Path | str, dst: Path | str) -> None:
+def quantize_fp16(src: Path | str, dst: Path | str, ops: tuple[str, ...] = FP16_OPS) -> None:
+    """Store the weights of `ops` in FP16 (the shipped file: all of FP16_OPS)."""
     from ai_edge_quantizer import qtyping, quantizer
     from ai_edge_quantizer.algorithm_manager import AlgorithmName
 
     q = quantizer.Quantizer(str(src))
-    for op in FP16_OPS:
+    for op in ops:
         q.add_weight_only_config(regex=".*", operation_name=getattr(qtyping.TFLOperationName, op),
                                  num_bits=16, algorithm_key=AlgorithmName.FLOAT_CASTING)
     result = q.quantize(enable_progress_report=False, enable_progress_bar=False)

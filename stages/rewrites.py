@@ -132,6 +132,7 @@ class SplitQKVAttention(nn.Module):
             if has_bias:
                 lin.bias.data.copy_(attn.qkv.bias.data[i * dim : (i + 1) * dim])
         self.q_norm, self.k_norm, self.rope, self.proj = attn.q_norm, attn.k_norm, attn.rope, attn.proj
+        self.query_chunk: int | None = None  # set by `chunk_attention_queries`
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         b, n, c = x.shape
@@ -145,7 +146,12 @@ class SplitQKVAttention(nn.Module):
         q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None and pos is not None:
             q, k = self.rope(q, pos), self.rope(k, pos)
-        x = F.scaled_dot_product_attention(q, k, v)
+        chunk = self.query_chunk
+        if chunk is None or chunk >= n:
+            x = F.scaled_dot_product_attention(q, k, v)
+        else:
+            x = torch.cat([F.scaled_dot_product_attention(q[:, :, i : i + chunk], k, v) for i in range(0, n, chunk)],
+                          dim=2)
         return self.proj(x.transpose(1, 2).reshape(b, n, c))
 
 
@@ -155,6 +161,23 @@ def split_qkv(model: nn.Module) -> None:
         for name, child in parent.named_children():
             if isinstance(child, Attention):
                 setattr(parent, name, SplitQKVAttention(child))
+
+
+def chunk_attention_queries(model: nn.Module, query_chunk: int) -> None:
+    """Make every `SplitQKVAttention` attend `query_chunk` queries at a time, concatenated.
+
+    Replaces: one [1, heads, N, N] score tensor per block. At 896x896 (N = 4097) it is about
+    200 MB in FP16, over WebGPU's default 128 MiB storage-buffer binding, which some phone
+    drivers enforce (or silently break above). `stages.gpu_memory` picks the chunk.
+    Exact: softmax and the weighted sum of values are per query row, so each row is the same
+    computation over the same keys; only the rows are computed in groups (slices of q are
+    rank-4 STRIDED_SLICEs, joined with one CONCATENATION).
+    """
+    if query_chunk < 1:
+        raise ValueError(f"query_chunk must be >= 1, got {query_chunk}")
+    for module in model.modules():
+        if isinstance(module, SplitQKVAttention):
+            module.query_chunk = query_chunk
 
 
 @torch.no_grad()

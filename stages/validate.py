@@ -2,9 +2,12 @@
 
     python -m stages.validate 9x16
 
-Writes metrics.json (DVC metrics) and lint.json, then fails if a gate fails: Pearson on
-any photo below validation.min_pearson, or any GPU-lint problem (which includes missing
-FP16 weights). A failed aspect never reaches the catalog.
+Writes metrics.json (DVC metrics) and lint.json (bound to the file's sha256), then fails if
+a gate fails: on any photo, Pearson below validation.min_pearson or mean relative error above
+validation.max_mean_rel (Pearson alone passes a depth map off by a factor or an offset); or
+any GPU-lint problem (a CONV_2D/FULLY_CONNECTED weight not in FP16, a tensor over
+max_tensor_mib, an op the delegate rejects). This is the CPU path (XNNPACK); the GPU stage
+checks the same file on the GPU accelerator. A failed aspect never reaches the catalog.
 """
 
 from __future__ import annotations
@@ -15,37 +18,45 @@ import time
 from stages import fileio, paths
 from stages.aspects import Aspect
 from stages.weights import load_official_from_dir
-from stages.fidelity import TFLiteModel, fidelity_per_photo, worst_case
+from stages.fidelity import TFLiteModel, fidelity_per_photo, gate_fidelity, worst_case
 from stages.gpu_lint import lint
+from stages.gpu_memory import MIB
 from stages.official import CheckpointError
-from stages.params import ParamsError, ValidationParams, stage_aspect
+from stages.params import Params, ParamsError, stage_aspect
+
+GATE_KEYS = ("validation.min_pearson", "validation.max_mean_rel")
 
 
-def validate(aspect: Aspect, validation: ValidationParams) -> tuple[dict, dict]:
+def validate(aspect: Aspect, params: Params) -> tuple[dict, dict]:
     """(metrics, lint report) for the shipped file of one aspect."""
+    validation = params.validation
     shipped = paths.fp16_model(aspect.name)
-    report = lint(shipped, require_fp16=True)
+    report = lint(shipped, require_fp16=True, max_tensor_bytes=params.max_tensor_mib * MIB)
     official = load_official_from_dir(paths.CHECKPOINT_DIR)
     per_photo = fidelity_per_photo(official, TFLiteModel(shipped), validation.photos, aspect.height, aspect.width)
     worst = worst_case(per_photo)
-    failures = [
-        f"pearson {m['pearson']:.7f} on photo {photo!r} < gate validation.min_pearson {validation.min_pearson}"
-        for photo, m in per_photo.items() if not m["pearson"] >= validation.min_pearson
-    ]
+    gates, failures = gate_fidelity(per_photo, validation.min_pearson, validation.max_mean_rel, GATE_KEYS)
     failures += [f"gpu_lint: {p}" for p in report.problems]
     metrics = {
         "aspect": aspect.name,
         "height": aspect.height,
         "width": aspect.width,
         "file": str(shipped),
-        "sha256": fileio.sha256_file(shipped),
+        "sha256": report.sha256,
         "bytes": shipped.stat().st_size,
         "passed": not failures,
         "failures": failures,
-        "gates": {"min_pearson": validation.min_pearson, "gpu_clean": True, "fp16_weights": True},
+        "gates": {
+            **gates,
+            "gpu_clean": {"passed": report.ok, "problems": len(report.problems)},
+            "fp16_weights": {"passed": report.all_weights_fp16, "weight_dtypes": report.weight_dtypes},
+            "max_tensor": {"limit": report.max_tensor_bytes, "value": report.largest_tensor["fp16_bytes"],
+                           "passed": report.largest_tensor["fp16_bytes"] <= report.max_tensor_bytes},
+        },
         "fidelity": {**worst, "one_minus_pearson": 1.0 - worst["pearson"], "photos": per_photo},
         "gpu_lint": {"gpu_clean": report.ok, "ops": sum(report.op_histogram.values()),
-                     "max_rank": report.max_rank, "fp16_weight_tensors": report.fp16_weights},
+                     "max_rank": report.max_rank, "fp16_weight_tensors": report.fp16_weights,
+                     "largest_tensor": report.largest_tensor},
     }
     return metrics, report.summary()
 
@@ -55,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         params, aspect = stage_aspect("validate", argv)
-        metrics, lint_summary = validate(aspect, params.validation)
+        metrics, lint_summary = validate(aspect, params)
     except (ParamsError, CheckpointError) as exc:
         print(f"validate: {exc}", file=sys.stderr)
         return 1
@@ -67,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     f = metrics["fidelity"]
     print(f"validate {aspect.name}: {aspect.shape} pearson >= {f['pearson']:.7f} (1-r {f['one_minus_pearson']:.1e}), "
+          f"mean rel error <= {f['mean_rel_error']:.1e}, "
           f"{metrics['bytes'] / 1e6:.1f} MB, GPU-clean, {len(f['photos'])} photos, {time.time() - started:.1f} s")
     return 0
 

@@ -11,7 +11,10 @@ from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils
 from torch import nn
 
+from stages.fileio import sha256_file
 from stages.gpu_lint import lint, main
+from stages.gpu_memory import MIB
+from stages.quantize import quantize_fp16
 
 
 def test_shipped_small_model_passes(small_tflite):
@@ -21,6 +24,29 @@ def test_shipped_small_model_passes(small_tflite):
     assert report.max_rank == 4
     assert report.weight_dtypes == {"FLOAT16": report.weight_dtypes["FLOAT16"]}  # every FC/CONV weight
     assert report.op_histogram["DEQUANTIZE"] == report.weight_dtypes["FLOAT16"]
+
+
+def test_every_conv_and_fc_weight_must_be_fp16(small_tflite, tmp_path):
+    fp32, _ = small_tflite
+    partial = tmp_path / "fc_only.tflite"
+    quantize_fp16(fp32, partial, ops=("FULLY_CONNECTED",))  # CONV_2D weights stay FP32
+    report = lint(partial, require_fp16=True)
+    assert not report.all_weights_fp16 and report.weight_dtypes["FLOAT16"] > 0
+    assert report.problems == [f"not every CONV_2D/FULLY_CONNECTED weight is FP16: "
+                               f"{{'FLOAT32': {report.weight_dtypes['FLOAT32']}}} of {sum(report.weight_dtypes.values())}"]
+
+
+def test_largest_tensor_over_the_limit_is_named(small_tflite):
+    _, fp16 = small_tflite
+    report = lint(fp16, require_fp16=True, max_tensor_bytes=2 * MIB)
+    assert report.largest_tensor["shape"] == [384, 3, 3, 384]
+    assert report.problems == [f"largest tensor {report.largest_tensor['name']!r} [384, 3, 3, 384] is 2.5 MiB in "
+                               f"FP16, over the limit of 2 MiB (max_tensor_mib)"]
+
+
+def test_lint_is_bound_to_the_file(small_tflite):
+    fp32, fp16 = small_tflite
+    assert lint(fp16, require_fp16=True).summary()["sha256"] == sha256_file(fp16) != sha256_file(fp32)
 
 
 def test_fp32_file_has_no_fp16_weights(small_tflite):

@@ -11,8 +11,10 @@ VALID = {
     "checkpoint": {"source": "random", "repo": "depth-anything/DA3-SMALL", "revision": "main",
                    "path": None, "seed": 0},
     "long_side": 896,
+    "max_tensor_mib": 128,
     "aspects": {"9x16": {"ratio": "9:16"}, "3x4": {"ratio": "3:4"}},
-    "validation": {"min_pearson": 0.99999},
+    "validation": {"min_pearson": 0.99999, "max_mean_rel": 0.003, "gpu": "required", "gpu_min_pearson": 0.998,
+                   "gpu_max_mean_rel": 0.03},
     "catalog": {"name": "da3-small-litert", "version": "0.1.0"},
 }
 
@@ -40,6 +42,17 @@ def test_repository_params_are_valid():
         "9x16": (896, 504), "3x4": (896, 672), "16x9": (504, 896)}
     assert params.checkpoint.source == "hub"
     assert params.validation.min_pearson == 0.99999
+    assert params.validation.gpu == "required" and params.max_tensor_mib == 128
+
+
+def test_a_square_896_aspect_fits_by_chunking_attention():
+    from stages.gpu_memory import MIB, plan_tensors
+
+    params = parse_params(edited(aspects__square={"ratio": "1:1"}))
+    square = params.aspect("square")
+    plan = plan_tensors(square.height, square.width, params.max_tensor_mib * MIB)
+    assert (square.height, square.width, plan.tokens, plan.query_chunk) == (896, 896, 4097, 2049)
+    assert plan.largest_bytes <= 128 * MIB < plan_tensors(896, 896, 1 << 40).largest_bytes
 
 
 def test_valid_document():
@@ -68,6 +81,15 @@ def test_valid_document():
         (edited(validation__photos=["astronaut"]), "validation.photos: need a list of at least 3"),
         (edited(validation__photos=["astronaut", "coffee", "lena"]), "['lena'] not valid"),
         (edited(catalog__version=0.1), "catalog.version: 0.1 is not a semantic version"),
+        (edited(validation__gpu="maybe"), "validation.gpu: 'maybe' is not one of ['required', 'skip']"),
+        (edited(validation__gpu=DELETE), "validation: missing key(s) ['gpu']"),
+        (edited(validation__max_mean_rel=0), "validation.max_mean_rel: 0 must be a number in (0, 1]"),
+        (edited(validation__gpu_min_pearson="high"), "validation.gpu_min_pearson: 'high' must be a number"),
+        (edited(max_tensor_mib=0.5), "max_tensor_mib: 0.5 must be an integer in [16, 4096]"),
+        # 2016x2016: attention chunks fit, but the head's full-resolution features do not.
+        (edited(aspects__big={"height": 2016, "width": 2016}),
+         "aspects.big: 2016x2016 needs a head features tensor of 248 MiB in FP16, over max_tensor_mib 128"),
+        (edited(max_tensor_mib=32), "aspects.3x4: 896x672 needs a head features tensor of 37 MiB"),
         (edited(catalog__name="DA3 Small"), "catalog.name"),
     ],
 )

@@ -48,6 +48,26 @@ def test_module_rewrite_alone_is_exact(stress_net, fresh_net, rewrite, shape):
     assert_same_depth(stress_net, fresh_net, shape)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_attention_over_query_chunks_is_exact(stress_net, fresh_net, shape):
+    vit = fresh_net.backbone.pretrained
+    rewrites.split_qkv(vit)
+    rewrites.chunk_attention_queries(vit, 50)  # 145 tokens: chunks of 50, 50, 45
+    assert all(b.attn.query_chunk == 50 for b in vit.blocks)
+    assert_same_depth(stress_net, fresh_net, shape)
+
+
+def test_chunked_attention_graph_holds_no_full_score_tensor(stress_net, tmp_path):
+    attn = rewrites.SplitQKVAttention(copy.deepcopy(stress_net.backbone.pretrained.blocks[0].attn))
+    x = torch.randn(1, 145, 384)
+    whole = graph_of(Call(lambda t: attn(t), attn), x, tmp_path, "whole")
+    attn.query_chunk = 50
+    chunked = graph_of(Call(lambda t: attn(t), attn), x, tmp_path, "chunked")
+    assert whole.largest_tensor["shape"] == [1, 6, 145, 145]
+    assert chunked.largest_tensor["shape"] == [1, 6, 50, 145]
+    assert chunked.ok, chunked.problems
+
+
 def test_rewrites_really_swapped_modules(fresh_net):
     vit = fresh_net.backbone.pretrained
     rewrites.bake_rope(vit, *SMALL)

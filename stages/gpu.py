@@ -1,0 +1,131 @@
+"""GPU stage: run the shipped file on LiteRT's real GPU accelerator, in FP16 as phones do.
+
+    python -m stages.gpu 9x16
+
+Loads the shipped FP16 .tflite with the GPU accelerator (ML Drift over WebGPU; on a machine
+without a GPU, Mesa's lavapipe), records the adapter and whether every op runs on the GPU,
+and compares the GPU output with the official FP32 PyTorch model on the validation photos at
+the aspect's native shape, preprocessed as an app does. Writes gpu.json (DVC metrics), then
+fails if a gate fails: fully accelerated, finite output, validation.gpu_min_pearson and
+validation.gpu_max_mean_rel on every photo. A failed aspect never reaches the catalog.
+
+With `validation.gpu: skip` it runs nothing and records that the check was skipped; the
+catalog says so and `make publish` refuses such a catalog unless told otherwise.
+
+The software adapter runs on the CPU cores: one inference at 896x504 takes about a minute on
+2 cores, and the first one at a new shape also compiles the shaders (Mesa caches them on
+disk). Run it alone: heavy work beside it can make a GPU read fail (see GpuModel).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from stages import fileio, paths
+from stages.aspects import Aspect
+from stages.fidelity import compare, gate_fidelity
+from stages.gpu_runtime import GpuError, GpuModel
+from stages.official import CheckpointError, official_depth
+from stages.params import ParamsError, ValidationParams, stage_aspect
+from stages.photos import load_photo_tensor
+from stages.weights import load_official_from_dir
+
+GATE_KEYS = ("validation.gpu_min_pearson", "validation.gpu_max_mean_rel")
+
+
+def references(photos: tuple[str, ...], height: int, width: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(input, official FP32 depth) per photo, computed before the GPU work starts, so the
+    official model's threads never compete with the software GPU for the cores."""
+    official = load_official_from_dir(paths.CHECKPOINT_DIR)
+    out = {}
+    for photo in photos:
+        image = load_photo_tensor(photo, height, width)
+        out[photo] = (image.numpy(), official_depth(official, image).numpy())
+    return out
+
+
+def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
+               max_mean_rel: float) -> dict:
+    """Load `model_file` on the GPU accelerator, run every photo, gate: the gpu.json record."""
+    started = time.time()
+    model = GpuModel(model_file)
+    record = {
+        "checked": True,
+        "adapter": {"name": model.adapter.name, "backend": model.adapter.backend, "type": model.adapter.type}
+        if model.adapter else None,
+        "fully_accelerated": model.fully_accelerated,
+        "precision": model.precision,
+        "load_seconds": time.time() - started,
+        "photos": {},
+    }
+    failures = []
+    if not model.fully_accelerated:
+        failures.append("not fully accelerated: some ops of the graph do not run on the GPU accelerator "
+                        "(python -m stages.gpu_lint FILE names them)")
+    else:
+        for photo, (image, reference) in refs.items():
+            t = time.time()
+            try:
+                depth = model(image)
+            except GpuError as exc:
+                failures.append(f"photo {photo!r}: {exc}")
+                break
+            finite = bool(np.isfinite(depth).all())
+            record["photos"][photo] = {**compare(depth, reference), "finite": finite, "seconds": time.time() - t}
+            if not finite:
+                failures.append(f"non-finite output (NaN or Inf) on photo {photo!r}")
+    gates, gate_failures = gate_fidelity(record["photos"], min_pearson, max_mean_rel, GATE_KEYS) \
+        if record["photos"] else ({}, [])
+    failures += gate_failures
+    record.update(
+        pearson_min=gates.get("min_pearson", {}).get("value"),
+        mean_rel_max=gates.get("max_mean_rel", {}).get("value"),
+        seconds=time.time() - started,
+        gates={"fully_accelerated": {"passed": model.fully_accelerated},
+               "finite": {"passed": bool(record["photos"]) and all(m["finite"] for m in record["photos"].values())},
+               **gates},
+        passed=not failures,
+        failures=failures,
+    )
+    return record
+
+
+def gpu_check(aspect: Aspect, validation: ValidationParams) -> dict:
+    shipped = paths.fp16_model(aspect.name)
+    head = {"aspect": aspect.name, "height": aspect.height, "width": aspect.width, "file": str(shipped),
+            "sha256": fileio.sha256_file(shipped)}
+    if validation.gpu == "skip":
+        return {**head, "checked": False, "reason": "validation.gpu is 'skip' in params.yaml", "passed": True,
+                "failures": []}
+    refs = references(validation.photos, aspect.height, aspect.width)
+    return {**head, **run_on_gpu(shipped, refs, validation.gpu_min_pearson, validation.gpu_max_mean_rel)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        params, aspect = stage_aspect("gpu", argv)
+        record = gpu_check(aspect, params.validation)
+    except (ParamsError, CheckpointError, GpuError) as exc:
+        print(f"gpu: {exc}", file=sys.stderr)
+        return 1
+    fileio.write_json(paths.gpu_metrics(aspect.name), record)
+    if not record["passed"]:
+        for failure in record["failures"]:
+            print(f"gpu {aspect.name}: FAILED {failure}", file=sys.stderr)
+        return 1
+    if not record["checked"]:
+        print(f"gpu {aspect.name}: SKIPPED ({record['reason']})")
+        return 0
+    print(f"gpu {aspect.name}: {aspect.shape} on {record['adapter']['name']} ({record['adapter']['type']}), "
+          f"fully accelerated, {record['precision']}: pearson >= {record['pearson_min']:.7f} "
+          f"(1-r {1 - record['pearson_min']:.1e}), mean rel error <= {record['mean_rel_max']:.1e}, "
+          f"{len(record['photos'])} photos, {record['seconds']:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The shipped graph on LiteRT's real GPU accelerator (FP16), and the gates on what it returns.
+
+Needs a WebGPU adapter: `make test` runs `python -m stages.gpu_setup` first, which installs
+Mesa's software Vulkan driver on a machine without a GPU.
+"""
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from stages.fidelity import compare, gate_fidelity
+from stages.gpu import GATE_KEYS, run_on_gpu
+from stages.gpu_runtime import GpuModel, probe, probe_model_bytes, wait_until_cpu_idle
+from stages.official import official_depth
+from stages.params import load_params
+from stages.photos import load_photo_tensor
+from tests.conftest import SMALL
+from tests.test_rewrites import Call, graph_of
+
+PHOTOS = ("motorcycle_left", "astronaut", "coffee")
+DEFAULTS = load_params().validation  # the repository's gates: what a user's farm applies
+
+
+def test_probe_finds_an_adapter_and_runs_on_it():
+    adapter, problem = probe()
+    assert problem == ""
+    assert adapter.name and adapter.backend and adapter.type
+
+
+def test_probe_graph_runs_fully_accelerated(tmp_path):
+    path = tmp_path / "probe.tflite"
+    path.write_bytes(probe_model_bytes())
+    x = np.linspace(-3, 3, 256, dtype=np.float32).reshape(1, 8, 8, 4)
+    model = GpuModel(path)
+    assert model.fully_accelerated and model.precision == "fp16"
+    # The delegate stores x in FP16: the result is 2 * fp16(x), not 2 * x. This is the FP16 a phone sees.
+    y = model(x)
+    np.testing.assert_array_equal(y, 2 * x.astype(np.float16).astype(np.float32))
+    assert not np.array_equal(y, 2 * x)
+    np.testing.assert_array_equal(GpuModel(path, enforce_f32=True)(x), 2 * x)
+    with pytest.raises(ValueError, match="input"):
+        model(np.zeros((1, 2, 3), np.float32))
+
+
+@pytest.fixture(scope="module")
+def references(stress_net):
+    out = {}
+    for photo in PHOTOS:
+        image = load_photo_tensor(photo, *SMALL)
+        out[photo] = (image.numpy(), official_depth(stress_net, image).numpy())
+    return out
+
+
+@pytest.fixture(scope="module")
+def gpu_record(small_tflite, references):
+    _, fp16 = small_tflite
+    return run_on_gpu(fp16, references, DEFAULTS.gpu_min_pearson, DEFAULTS.gpu_max_mean_rel)
+
+
+def test_shipped_small_model_runs_fully_on_the_gpu_in_fp16(gpu_record):
+    assert gpu_record["passed"], gpu_record["failures"]
+    assert gpu_record["fully_accelerated"] is True and gpu_record["precision"] == "fp16"
+    assert gpu_record["adapter"]["name"]
+    assert set(gpu_record["photos"]) == set(PHOTOS)
+    for photo, m in gpu_record["photos"].items():
+        assert m["finite"], photo
+        assert m["pearson"] >= DEFAULTS.gpu_min_pearson and m["mean_rel_error"] <= DEFAULTS.gpu_max_mean_rel
+    assert gpu_record["gates"]["min_pearson"]["value"] == min(m["pearson"] for m in gpu_record["photos"].values())
+    assert all(g["passed"] for g in gpu_record["gates"].values())
+    json.dumps(gpu_record)  # gpu.json is written from this record
+
+
+def test_gpu_fp16_differs_from_the_cpu_by_fp16_sized_error(gpu_record):
+    """The GPU really computes in FP16: its error is far above the CPU's (FP32 activations)."""
+    worst = gpu_record["mean_rel_max"]
+    assert 1e-5 < worst < 0.05, worst
+
+
+def test_enforce_f32_on_the_gpu_matches_the_official_model_closely(small_tflite, references):
+    _, fp16 = small_tflite
+    model = GpuModel(fp16, enforce_f32=True)
+    assert model.precision == "fp32" and model.fully_accelerated
+    image, reference = references["astronaut"]
+    assert compare(model(image), reference)["pearson"] >= 0.99999
+
+
+def test_a_doubled_depth_passes_pearson_but_fails_the_scale_sensitive_gate(small_tflite, references):
+    _, fp16 = small_tflite
+    model = GpuModel(fp16)
+    scaled = {}
+    for photo, (image, reference) in references.items():
+        scaled[photo] = compare(2.0 * model(image), reference)
+    gates, failures = gate_fidelity(scaled, DEFAULTS.gpu_min_pearson, DEFAULTS.gpu_max_mean_rel, GATE_KEYS)
+    assert gates["min_pearson"]["passed"] and not gates["max_mean_rel"]["passed"]
+    assert len(failures) == len(PHOTOS)
+    assert all(re.match(r"mean relative error (9\.9\de-01|1\.0\de\+00) on photo '\w+' > gate "
+                        r"validation.gpu_max_mean_rel", f) for f in failures), failures
+
+
+def test_a_graph_with_gather_nd_is_not_fully_accelerated_and_fails(stress_net, tmp_path):
+    """The unbaked pos-embed interpolation lowers to GATHER_ND, which the GPU delegate does not take."""
+    vit = stress_net.backbone.pretrained
+    n = (SMALL[0] // 14) * (SMALL[1] // 14)
+    x = torch.zeros(1, 1 + n, 384)
+    report = graph_of(Call(lambda t: t + vit.interpolate_pos_encoding(t, *SMALL), vit), x, tmp_path, "posemb")
+    assert report.op_histogram.get("GATHER_ND", 0) > 0
+    refs = {p: (x.numpy(), x.numpy()) for p in PHOTOS}
+    record = run_on_gpu(tmp_path / "posemb.tflite", refs, DEFAULTS.gpu_min_pearson, DEFAULTS.gpu_max_mean_rel)
+    assert record["fully_accelerated"] is False and record["passed"] is False
+    assert record["gates"]["fully_accelerated"] == {"passed": False}
+    assert any(f.startswith("not fully accelerated") for f in record["failures"]), record["failures"]
+
+
+def test_idle_wait_returns_soon_when_nothing_runs():
+    waited = wait_until_cpu_idle(interval=0.2)
+    assert 0.3 < waited < 5

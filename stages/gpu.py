@@ -57,14 +57,15 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
         "adapter": {"name": model.adapter.name, "backend": model.adapter.backend, "type": model.adapter.type}
         if model.adapter else None,
         "fully_accelerated": model.fully_accelerated,
+        "rejected_ops": model.rejected_ops,
         "precision": model.precision,
         "load_seconds": time.time() - started,
         "photos": {},
     }
     failures = []
     if not model.fully_accelerated:
-        failures.append("not fully accelerated: some ops of the graph do not run on the GPU accelerator "
-                        "(python -m stages.gpu_lint FILE names them)")
+        rejected = ", ".join(model.rejected_ops) or "see `python -m stages.gpu_lint FILE`"
+        failures.append(f"not fully accelerated: ops the GPU delegate rejected run on the CPU ({rejected})")
     else:
         for photo, (image, reference) in refs.items():
             t = time.time()

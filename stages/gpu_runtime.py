@@ -28,6 +28,7 @@ import numpy as np
 # backend=Vulkan, adapterType=CPU / Software".
 _ADAPTER_LINE = re.compile(r"Selected adapter: (?P<name>.*?), arch=.*?backend=(?P<backend>\w+), "
                            r"adapterType=(?P<type>[^\n]+)")
+_REJECTED_OP = re.compile(r"^(\w+): Operation is not supported", re.MULTILINE)
 NO_ADAPTER = "No adapters found"
 SETUP_HINT = ("`python -m stages.gpu_setup` installs a software adapter (Mesa's lavapipe) on Debian/Ubuntu, "
               "or says what to run")
@@ -93,7 +94,9 @@ class GpuModel:
 
         prepare_environment()
         self.precision = "fp32" if enforce_f32 else "fp16"
-        options = Options(hardware_accelerators=HardwareAccelerator.GPU,
+        # GPU with CPU fallback, as an app configures it: ops the delegate rejects run on the
+        # CPU, and `fully_accelerated` says whether any did (GPU alone refuses the whole file).
+        options = Options(hardware_accelerators=HardwareAccelerator.GPU | HardwareAccelerator.CPU,
                           gpu_options=GpuOptions(enforce_f32=enforce_f32))
         failure = None
         with captured_native_stderr() as log:
@@ -107,6 +110,7 @@ class GpuModel:
             raise GpuError(f"LiteRT could not compile {path} for the GPU accelerator: {failure}")
         self.adapter = parse_adapter(log[0])
         self.fully_accelerated = bool(self._model.is_fully_accelerated())
+        self.rejected_ops = sorted(set(_REJECTED_OP.findall(log[0])))
         signature = self._model.get_signature_list()
         key = next(iter(signature))
         (details,) = self._model.get_input_tensor_details(key).values()

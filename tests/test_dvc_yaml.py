@@ -9,7 +9,7 @@ from stages import paths
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY = {"checkpoint": "checkpoint", "patch": "patch", "export": "export", "quantize": "quantize",
-         "validate": "validate", "catalog": "catalog"}
+         "validate": "validate", "gpu": "gpu", "catalog": "catalog"}
 DATA_FILES = {"catalog": {"stages/catalog.schema.json"}}
 
 
@@ -61,6 +61,7 @@ def test_outputs_are_the_paths_module():
     assert _outs(s["export"]) == [paths.fp32_model(key).as_posix()]
     assert _outs(s["quantize"]) == [paths.fp16_model(key).as_posix()]
     assert _outs(s["validate"]) == [paths.lint_report(key).as_posix(), paths.metrics(key).as_posix()]
+    assert _outs(s["gpu"]) == [paths.gpu_metrics(key).as_posix()]
     assert _outs(s["catalog"]) == [paths.CATALOG.as_posix()]
     assert paths.MODELS.as_posix() in s["catalog"]["deps"]
     assert paths.LOCAL_CHECKPOINTS.as_posix() in s["checkpoint"]["deps"]
@@ -75,7 +76,22 @@ def test_every_output_persists_so_failures_keep_the_last_good_files():
 
 def test_per_aspect_stages_read_only_their_aspect():
     s = dvc_stages()
-    for name in ("patch", "validate"):
+    for name in ("patch", "validate", "gpu"):
         assert "aspects.${key}" in s[name]["params"] and "aspects" not in s[name]["params"]
-    assert "validation" in s["validate"]["params"] and "validation" not in s["patch"]["params"]
+    assert "validation" not in s["patch"]["params"] and "max_tensor_mib" in s["patch"]["params"]
+    assert {p for p in s["validate"]["params"] if p.startswith("validation.")} == {
+        "validation.min_pearson", "validation.max_mean_rel", "validation.photos"}
+    assert {p for p in s["gpu"]["params"] if p.startswith("validation.")} == {
+        "validation.gpu", "validation.gpu_min_pearson", "validation.gpu_max_mean_rel", "validation.photos"}
     assert "params" not in s["export"] and "params" not in s["quantize"]
+
+
+def test_stage_params_name_real_keys():
+    from stages.params import load_params
+
+    params = load_params(REPO / "params.yaml")
+    for name, stage in dvc_stages().items():
+        for key in stage.get("params", []):
+            node = params
+            for part in key.replace("${key}", next(iter(params.aspects))).split("."):
+                node = node[part] if isinstance(node, dict) else getattr(node, part)

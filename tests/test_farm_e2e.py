@@ -22,6 +22,7 @@ import yaml
 
 from stages.catalog import validate_catalog
 from stages.fileio import sha256_file
+from stages.params import load_params
 from stages.weights import write_hub_layout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +85,7 @@ def farm(tmp_path_factory, stress_net) -> Farm:
     farm.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "farm under test")
     ran, _ = farm.repro()
     assert ran == {"checkpoint", "patch@a", "patch@b", "export@a", "export@b", "quantize@a", "quantize@b",
-                   "validate@a", "validate@b", "catalog"}
+                   "validate@a", "validate@b", "gpu@a", "gpu@b", "catalog"}
     return farm
 
 
@@ -98,6 +99,15 @@ def test_first_build_catalogs_every_aspect(farm):
         assert sha256_file(farm.root / m["file"]) == m["sha256"]
         assert m["gpu_lint"]["gpu_clean"] and m["gpu_lint"]["max_rank"] <= 4
         assert m["fidelity"]["pearson_min"] >= 0.99999
+        gpu = m["gpu"]
+        assert gpu["checked"] and gpu["fully_accelerated"] and gpu["precision"] == "fp16" and gpu["adapter"]
+        assert gpu["pearson_min"] >= gpu["gate_min_pearson"] and gpu["mean_rel_max"] <= gpu["gate_max_mean_rel"]
+        assert gpu["pearson_min"] < m["fidelity"]["pearson_min"]  # FP16 arithmetic costs more than the CPU's
+        record = json.loads((farm.root / "artifacts/models" / m["aspect"] / "gpu.json").read_text())
+        assert record["sha256"] == m["sha256"] and record["passed"] and set(record["photos"]) == set(gpu["photos"])
+        metrics = json.loads((farm.root / "artifacts/models" / m["aspect"] / "metrics.json").read_text())
+        assert metrics["gates"]["min_pearson"]["value"] == m["fidelity"]["pearson_min"]  # measured, not constants
+        assert all(g["passed"] for g in metrics["gates"].values())
     proc = subprocess.run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], cwd=farm.root,
                           env=farm.env, capture_output=True, text=True, check=True)
     shown = json.dumps(json.loads(proc.stdout))
@@ -121,7 +131,7 @@ def test_adding_an_aspect_builds_only_that_aspect(farm):
     doc["aspects"]["c"] = {"ratio": "1:1", "long_side": 112}
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"patch@c", "export@c", "quantize@c", "validate@c", "catalog"}
+    assert ran == {"patch@c", "export@c", "quantize@c", "validate@c", "gpu@c", "catalog"}
     assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "b", "c"]
     assert {a: farm.file_hashes(a) for a in ("a", "b")} == before
     ran, output = farm.repro()
@@ -134,8 +144,9 @@ def test_editing_validation_reruns_only_validation_and_catalog(farm):
     doc["validation"]["photos"] = ["astronaut", "coffee", "rocket"]
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"validate@a", "validate@b", "validate@c", "catalog"}
+    assert ran == {"validate@a", "validate@b", "validate@c", "gpu@a", "gpu@b", "gpu@c", "catalog"}
     assert set(farm.catalog()["models"][0]["fidelity"]["photos"]) == {"astronaut", "coffee", "rocket"}
+    assert set(farm.catalog()["models"][0]["gpu"]["photos"]) == {"astronaut", "coffee", "rocket"}
 
 
 def test_a_failed_gate_is_never_catalogued(farm):
@@ -148,6 +159,20 @@ def test_a_failed_gate_is_never_catalogued(farm):
     assert re.search(r"validate \w: FAILED pearson 0\.\d+ on photo '\w+' < gate validation.min_pearson 1\.0", output)
     assert (farm.root / "artifacts" / "catalog.json").read_bytes() == catalog_before
     doc["validation"]["min_pearson"] = 0.99999
+    farm.set_params(doc)
+    farm.repro()
+
+
+def test_a_failed_gpu_gate_is_never_catalogued(farm):
+    catalog_before = (farm.root / "artifacts" / "catalog.json").read_bytes()
+    doc = farm.params
+    doc["validation"]["gpu_min_pearson"] = 1.0  # FP16 arithmetic never reaches exactly 1
+    farm.set_params(doc)
+    ran, output = farm.repro(expect_ok=False)
+    assert "catalog" not in ran and not ran & {"validate@a", "validate@b", "validate@c"}
+    assert re.search(r"gpu \w: FAILED pearson 0\.\d+ on photo '\w+' < gate validation.gpu_min_pearson 1\.0", output)
+    assert (farm.root / "artifacts" / "catalog.json").read_bytes() == catalog_before
+    doc["validation"]["gpu_min_pearson"] = load_params(REPO / "params.yaml").validation.gpu_min_pearson
     farm.set_params(doc)
     farm.repro()
 

@@ -111,7 +111,9 @@ def test_a_graph_with_gather_nd_is_not_fully_accelerated_and_fails(stress_net, t
     record = run_on_gpu(tmp_path / "posemb.tflite", refs, DEFAULTS.gpu_min_pearson, DEFAULTS.gpu_max_mean_rel)
     assert record["fully_accelerated"] is False and record["passed"] is False
     assert record["gates"]["fully_accelerated"] == {"passed": False}
-    assert any(f.startswith("not fully accelerated") for f in record["failures"]), record["failures"]
+    assert "GATHER_ND" in record["rejected_ops"]
+    assert any(f.startswith("not fully accelerated: ops the GPU delegate rejected run on the CPU (")
+               and "GATHER_ND" in f for f in record["failures"]), record["failures"]
 
 
 def test_idle_wait_returns_soon_when_nothing_runs():

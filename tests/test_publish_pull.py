@@ -53,6 +53,8 @@ def published(tmp_path_factory, stress_net):
     doc = farm.params
     doc["checkpoint"].update(source="local", path="checkpoints/stress")
     doc["aspects"] = dict(TINY)
+    # The GPU path is tested in test_farm_e2e; here its skip path: refused, then allowed explicitly.
+    doc["validation"]["gpu"] = "skip"
     farm.set_params(doc)
     farm.git("init", "-q")
     farm.git("config", "user.email", "t@t")
@@ -60,9 +62,18 @@ def published(tmp_path_factory, stress_net):
     farm.repro()
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.1.0")
-    out = run(sys.executable, "-m", "stages.publish", cwd=farm.root, env=farm.env)
+    out = run(sys.executable, "-m", "stages.publish", cwd=farm.root, env=farm.env, ok=False)
+    assert "aspects 9x16, 3x4, 16x9 were never run on the GPU accelerator (validation.gpu: skip)" in out
+    assert "--allow-unchecked-gpu" in out and not farm.git("tag").strip()
+    out = run(sys.executable, "-m", "stages.publish", "--allow-unchecked-gpu", cwd=farm.root, env=farm.env)
     assert "published da3-small-litert 0.1.0 as catalog/v0.1.0: 3 models" in out
     return root, farm
+
+
+def test_a_skipped_gpu_check_is_visible_in_the_catalog(published):
+    _, farm = published
+    for m in farm.catalog()["models"]:
+        assert m["gpu"] == {"checked": False, "reason": "validation.gpu is 'skip' in params.yaml"}
 
 
 def test_publish_pushed_files_tagged_and_declared_artifacts(published):
@@ -100,7 +111,7 @@ def test_publish_refusals(published):
     doc["aspects"]["16x9"] = {"ratio": "16:9", "long_side": 140}
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"patch@16x9", "export@16x9", "quantize@16x9", "validate@16x9", "catalog"}
+    assert ran == {"patch@16x9", "export@16x9", "quantize@16x9", "validate@16x9", "gpu@16x9", "catalog"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "16x9 at long side 140")
     out = run(sys.executable, "-m", "stages.publish", cwd=farm.root, env=farm.env, ok=False)
@@ -112,16 +123,17 @@ def test_publish_refusals(published):
     assert farm.repro()[0] == {"catalog"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.2.0")
-    assert "published da3-small-litert 0.2.0" in run(sys.executable, "-m", "stages.publish", cwd=farm.root,
-                                                     env=farm.env)
+    assert "published da3-small-litert 0.2.0" in run(sys.executable, "-m", "stages.publish", "--allow-unchecked-gpu",
+                                                     cwd=farm.root, env=farm.env)
     # Going back to an older version is refused.
     doc["catalog"]["version"] = "0.0.9"
     farm.set_params(doc)
     farm.repro()
     farm.git("add", "-A")
     farm.git("commit", "-qm", "older")
-    assert "older than the newest published 0.2.0" in run(sys.executable, "-m", "stages.publish", cwd=farm.root,
-                                                           env=farm.env, ok=False)
+    assert "older than the newest published 0.2.0" in run(sys.executable, "-m", "stages.publish",
+                                                           "--allow-unchecked-gpu", cwd=farm.root, env=farm.env,
+                                                           ok=False)
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +156,7 @@ def test_pull_by_camera_from_a_clone(app_clone, tmp_path, camera, aspect, shape)
     assert side["input"]["shape"] == [1, 3, *shape] and side["input"]["layout"] == "NCHW"
     assert side["input"]["preprocessing"]["mean"] == [0.485, 0.456, 0.406]
     assert side["catalog"]["version"] == "0.1.0" and side["aspect"] == aspect
+    assert side["gpu"]["checked"] is False  # the sidecar says the GPU check was skipped
 
     from stages.fidelity import TFLiteModel
 
@@ -213,6 +226,7 @@ def test_diff_and_versions(app_clone, tmp_path):
     assert by["9x16"]["change"] == "same" and by["9x16"]["bytes_delta"] == 0
     text = farm_cli("diff", "--repo", app, "0.1.0", "0.2.0", env=env, cwd=tmp_path)
     assert "catalog 0.1.0 -> 0.2.0" in text and "16x9" in text
+    assert by["16x9"]["gpu_pearson_min"] is None and "pearson_min GPU FP16" in text and "not checked" in text
 
 
 def test_select_explains_the_choice(app_clone, tmp_path):

@@ -6,8 +6,9 @@
 
 Reports: convert wall time and peak RSS (the converter runs in its own process, as in the
 farm), FP32 and FP16 sizes, TFLite CPU latency (median of --runs, --threads threads)
-beside the official PyTorch eager latency at the same shape, and the fidelity of the FP16
-file against the official model on real photos. Weights: a checkpoint directory in the
+beside the official PyTorch eager latency at the same shape, the fidelity of the FP16
+file against the official model on real photos, and the same file on LiteRT's GPU
+accelerator (load, one inference, fidelity in FP16 and with enforce_f32). Weights: a checkpoint directory in the
 Hub layout, or stress weights (--seed) when none is given.
 """
 
@@ -25,8 +26,9 @@ from pathlib import Path
 
 import torch
 
-from stages.fidelity import TFLiteModel, fidelity_per_photo
+from stages.fidelity import TFLiteModel, compare, fidelity_per_photo
 from stages.gpu_lint import lint
+from stages.gpu_runtime import GpuModel
 from stages.mono_depth import MonoDepth, RewriteOptions
 from stages.official import official_depth
 from stages.patch import export_program
@@ -59,7 +61,25 @@ def convert_in_subprocess(program: Path, out: Path) -> tuple[float, float]:
     return time.time() - started, usage.ru_maxrss / 1024
 
 
-def bench_variant(official, height, width, upsampler, workdir: Path, runs: int, threads: int, photos) -> dict:
+def bench_gpu(model_file: Path, official, photo: str, height: int, width: int) -> dict:
+    """The shipped file on LiteRT's GPU accelerator, default precision (FP16) and enforce_f32:
+    load time, one inference (the first at a shape also compiles shaders), fidelity on one photo."""
+    image = load_photo_tensor(photo, height, width)
+    reference = official_depth(official, image).numpy()
+    out = {"photo": photo}
+    for precision, enforce_f32 in (("fp16", False), ("fp32", True)):
+        started = time.perf_counter()
+        model = GpuModel(model_file, enforce_f32=enforce_f32)
+        loaded = time.perf_counter()
+        depth = model(image.numpy())
+        out[precision] = {"load_s": loaded - started, "inference_s": time.perf_counter() - loaded,
+                          "fully_accelerated": model.fully_accelerated, "adapter": str(model.adapter),
+                          **compare(depth, reference)}
+    return out
+
+
+def bench_variant(official, height, width, upsampler, workdir: Path, runs: int, threads: int, photos,
+                  with_gpu: bool = True) -> dict:
     mono = MonoDepth(copy.deepcopy(official), height, width, RewriteOptions(upsampler=upsampler)).eval()
     image = load_photo_tensor(photos[0], height, width)
     with torch.no_grad():
@@ -75,6 +95,7 @@ def bench_variant(official, height, width, upsampler, workdir: Path, runs: int, 
     per_photo = fidelity_per_photo(official, model, photos, height, width)
     report = lint(fp16, require_fp16=True)
     fp32_model = TFLiteModel(fp32, threads=threads)
+    gpu = bench_gpu(fp16, official, photos[0], height, width) if with_gpu else None
     return {
         "upsampler": upsampler,
         "patched_torch_s": patched_s,
@@ -88,6 +109,7 @@ def bench_variant(official, height, width, upsampler, workdir: Path, runs: int, 
         "gpu_clean": report.ok,
         "ops": sum(report.op_histogram.values()),
         "per_photo": per_photo,
+        "gpu": gpu,
     }
 
 
@@ -102,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--photos", nargs="+", default=list(PHOTOS[:3]))
     parser.add_argument("--compare-upsamplers", action="store_true",
                         help="build, convert and time both TRANSPOSE_CONV rewrites")
+    parser.add_argument("--no-gpu", action="store_true", help="skip the GPU accelerator runs (minutes on a CPU)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     h, w = args.height, args.width
@@ -119,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
 
     upsamplers = UPSAMPLERS if args.compare_upsamplers else (RewriteOptions().upsampler,)
     with tempfile.TemporaryDirectory() as tmp:
-        results = [bench_variant(official, h, w, u, Path(tmp), args.runs, args.threads, tuple(args.photos))
+        results = [bench_variant(official, h, w, u, Path(tmp), args.runs, args.threads, tuple(args.photos),
+                                 with_gpu=not args.no_gpu)
                    for u in upsamplers]
 
     print(f"\nDA3-Small at {h}x{w} (HxW), weights: {weights}, {args.threads} threads, median of {args.runs} runs")
@@ -136,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         for photo, m in r["per_photo"].items():
             print(f"  fidelity {photo:>16}: pearson {m['pearson']:.8f} (1-r {1 - m['pearson']:.1e}), "
                   f"cosine {m['cosine']:.8f}, max abs {m['max_abs_error']:.2e}, mean rel {m['mean_rel_error']:.2e}")
+        if r["gpu"]:
+            g = r["gpu"]
+            print(f"  GPU accelerator on {g['fp16']['adapter']}, photo {g['photo']}:")
+            for precision in ("fp16", "fp32"):
+                m = g[precision]
+                print(f"    {precision} ({'default' if precision == 'fp16' else 'enforce_f32'}): load {m['load_s']:.1f} s, "
+                      f"one inference {m['inference_s']:.1f} s, fully accelerated {m['fully_accelerated']}, "
+                      f"1-r {1 - m['pearson']:.1e}, mean rel {m['mean_rel_error']:.2e}")
     return 0
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from stages import fileio, paths
 from stages.aspects import Aspect
 from stages.fidelity import compare, gate_fidelity
-from stages.gpu_runtime import GpuError, GpuModel
+from stages.gpu_runtime import Adapter, GpuError, GpuModel
 from stages.official import CheckpointError, official_depth
 from stages.params import ParamsError, ValidationParams, stage_aspect
 from stages.photos import load_photo_tensor
@@ -52,10 +52,10 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
     """Load `model_file` on the GPU accelerator, run every photo, gate: the gpu.json record."""
     started = time.time()
     model = GpuModel(model_file)
+    adapter = model.adapter or Adapter("not reported by the runtime", "unknown", "unknown")
     record = {
         "checked": True,
-        "adapter": {"name": model.adapter.name, "backend": model.adapter.backend, "type": model.adapter.type}
-        if model.adapter else None,
+        "adapter": {"name": adapter.name, "backend": adapter.backend, "type": adapter.type},
         "fully_accelerated": model.fully_accelerated,
         "rejected_ops": model.rejected_ops,
         "precision": model.precision,
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         params, aspect = stage_aspect("gpu", argv)
         record = gpu_check(aspect, params.validation)
     except (ParamsError, CheckpointError, GpuError) as exc:
-        print(f"gpu: {exc}", file=sys.stderr)
+        print(f"gpu {' '.join(argv)}: {exc}", file=sys.stderr)
         return 1
     fileio.write_json(paths.gpu_metrics(aspect.name), record)
     if not record["passed"]:

@@ -238,7 +238,10 @@ def main() -> int:
         print(f"params.yaml: {exc}", file=sys.stderr)
         return 1
     for a in params.aspects.values():
-        print(f"{a.name:>10}  ratio {a.ratio:>7}  H x W = {a.height} x {a.width}")
+        plan = plan_tensors(a.height, a.width, params.max_tensor_mib * MIB)
+        chunked = f", attention in chunks of {plan.query_chunk} queries" if plan.query_chunk else ""
+        print(f"{a.name:>10}  ratio {a.ratio:>7}  H x W = {a.height} x {a.width}  largest GPU tensor "
+              f"{plan.largest_bytes / MIB:.1f} MiB ({plan.largest_name}){chunked}")
     return 0
 
 

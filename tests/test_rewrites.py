@@ -59,12 +59,14 @@ def test_attention_over_query_chunks_is_exact(stress_net, fresh_net, shape):
 
 def test_chunked_attention_graph_holds_no_full_score_tensor(stress_net, tmp_path):
     attn = rewrites.SplitQKVAttention(copy.deepcopy(stress_net.backbone.pretrained.blocks[0].attn))
-    x = torch.randn(1, 145, 384)
+    # 401 tokens: the score tensor (6 x 401 x 401) outweighs the 384 x 384 projection weights.
+    x = torch.randn(1, 401, 384)
     whole = graph_of(Call(lambda t: attn(t), attn), x, tmp_path, "whole")
-    attn.query_chunk = 50
+    attn.query_chunk = 150
     chunked = graph_of(Call(lambda t: attn(t), attn), x, tmp_path, "chunked")
-    assert whole.largest_tensor["shape"] == [1, 6, 145, 145]
-    assert chunked.largest_tensor["shape"] == [1, 6, 50, 145]
+    # The converter may drop the batch axis of a tensor; heads x queries x keys is what counts.
+    assert whole.largest_tensor["shape"][-3:] == [6, 401, 401]
+    assert chunked.largest_tensor["shape"][-3:] == [6, 150, 401]
     assert chunked.ok, chunked.problems
 
 

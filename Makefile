@@ -7,12 +7,14 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: farm test bench publish gpu-adapter clean-venv
+.PHONY: farm test bench bench-install publish gpu-adapter clean-venv
 
+# The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
+	@$(PYTHON) -c 'import sys; sys.exit(None if sys.version_info[:2] == (3, 11) else "the farm needs Python 3.11, $(PYTHON) is %d.%d: run make PYTHON=python3.11" % sys.version_info[:2])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[farm,dev]'
 	# The official model code, without its declared deps (xformers, open3d, CUDA torch).
 	$(BIN)/python -m pip install --quiet --no-deps depth-anything-3==0.1.1
 	touch $(STAMP)
@@ -20,22 +22,27 @@ $(STAMP): pyproject.toml Makefile
 # The GPU check runs every shipped file on LiteRT's GPU accelerator. Without a GPU that needs
 # Mesa's software Vulkan driver: probed first (2 s), installed only when missing (root, apt).
 gpu-adapter: $(STAMP)
-	$(BIN)/python -m stages.gpu_setup
+	$(BIN)/python -m da3_litert_farm.gpu_setup
 
 farm: $(STAMP)
-	$(BIN)/python -m stages.params
-	$(BIN)/python -m stages.gpu_setup --unless-skipped
+	$(BIN)/python -m da3_litert_farm.params
+	$(BIN)/python -m da3_litert_farm.gpu_setup --unless-skipped
 	$(BIN)/dvc repro
 
 test: gpu-adapter
 	$(BIN)/python -m pytest
 
-# make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped
+# make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped;
+# ARGS=--allow-stress  one built from stress weights (a dry run: everything then says so)
 publish: $(STAMP)
-	$(BIN)/python -m stages.publish $(ARGS)
+	$(BIN)/python -m da3_litert_farm.publish $(ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m stages.bench --height 896 --width 504
+	$(BIN)/python -m da3_litert_farm.bench --height 896 --width 504
+
+# What `pip install <farm repo>` (the client) costs an app build, next to the full farm.
+bench-install: $(STAMP)
+	$(BIN)/python -m da3_litert_farm.bench_install $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -12,11 +12,11 @@ import logging
 import pytest
 import torch
 
-from stages.export import convert_to_tflite
-from stages.mono_depth import MonoDepth
-from stages.quantize import quantize_fp16
-from stages.stress import stress_model
-from stages.weights import write_hub_layout
+from da3_litert_farm.export import convert_to_tflite
+from da3_litert_farm.mono_depth import MonoDepth
+from da3_litert_farm.quantize import quantize_fp16
+from da3_litert_farm.stress import stress_model
+from da3_litert_farm.weights import write_hub_layout
 
 SMALL = (126, 224)  # H x W: 9 x 16 patches, landscape
 

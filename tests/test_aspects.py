@@ -1,6 +1,6 @@
 import pytest
 
-from stages.aspects import AspectError, Shape, closest_aspect, plan_aspect
+from da3_litert_farm.aspects import AspectError, Shape, closest_aspect, plan_aspect
 
 
 @pytest.mark.parametrize(
@@ -61,9 +61,10 @@ def test_invalid_entries_name_the_aspect_and_rule(entry, message):
     assert message in str(err.value)
 
 
-def test_bad_aspect_name():
+@pytest.mark.parametrize("name", ["9 x 16", "a..b", "tall.", "x.lock"])  # the last three: invalid in a git tag
+def test_bad_aspect_name(name):
     with pytest.raises(AspectError, match="aspect names"):
-        plan_aspect("9 x 16", {"ratio": "9:16"})
+        plan_aspect(name, {"ratio": "9:16"})
 
 
 CATALOG = [plan_aspect(n, {"ratio": r}) for n, r in [("9x16", "9:16"), ("3x4", "3:4"), ("16x9", "16:9")]]
@@ -72,7 +73,8 @@ CATALOG = [plan_aspect(n, {"ratio": r}) for n, r in [("9x16", "9:16"), ("3x4", "
 @pytest.mark.parametrize(
     "camera, expected",
     [((1080, 1920), "9x16"), ((3024, 4032), "3x4"), ((1920, 1080), "16x9"), ((1080, 2400), "9x16"),
-     ((4032, 3024), "16x9")],  # no 4:3 landscape model: the nearest landscape one, never a portrait one
+     ((4032, 3024), "16x9"),  # no 4:3 landscape model: 16:9 crops less of a 4:3 frame than 3:4 does
+     ((1080, 1024), "3x4")],  # nearly square landscape: the portrait 3:4 model crops least
 )
 def test_closest_aspect(camera, expected):
     aspect, why = closest_aspect(CATALOG, *camera)

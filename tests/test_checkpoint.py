@@ -9,11 +9,11 @@ import torch
 from huggingface_hub import constants
 from safetensors.torch import load_file, save_file
 
-from stages.checkpoint import build_checkpoint, fetch_from_hub
-from stages.fileio import sha256_file
-from stages.official import CheckpointError
-from stages.params import CheckpointParams
-from stages.weights import load_official_from_dir
+from da3_litert_farm.checkpoint import build_checkpoint, fetch_from_hub
+from da3_litert_farm.fileio import sha256_file
+from da3_litert_farm.official import CheckpointError
+from da3_litert_farm.params import CheckpointParams
+from da3_litert_farm.weights import load_official_from_dir
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -35,6 +35,40 @@ def _copy(src, dst, edit=None):
         edit(state)
         save_file(state, dst / "model.safetensors")
     return dst
+
+
+AUX_NORM = "model.head.scratch.output_conv2_aux.{}.2.{}"  # one LayerNorm, tied across 4 aux levels
+
+
+def _save_every_name(stress_net, directory, edit=None):
+    """A checkpoint saved the way fine-tuners do: save_file of a cloned state_dict, aliases included."""
+    from da3_litert_farm.official import HubLayout
+
+    directory.mkdir()
+    state = {k: v.detach().clone().contiguous() for k, v in HubLayout(stress_net).state_dict().items()}
+    if edit:
+        edit(state)
+    save_file(state, directory / "model.safetensors")
+    (directory / "config.json").write_text(json.dumps({"model_name": "da3-small"}))
+    return directory
+
+
+def test_tied_aliases_with_equal_values_load(stress_net, tmp_path):
+    directory = _save_every_name(stress_net, tmp_path / "c")
+    assert AUX_NORM.format(3, "weight") in load_file(directory / "model.safetensors")
+    loaded = load_official_from_dir(directory)
+    for (name, a), b in zip(stress_net.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_tied_aliases_with_different_values_name_both_keys(stress_net, tmp_path):
+    def drift(state):
+        state[AUX_NORM.format(2, "bias")] = state[AUX_NORM.format(2, "bias")] + 1e-3
+
+    directory = _save_every_name(stress_net, tmp_path / "c", drift)
+    with pytest.raises(CheckpointError) as err:
+        load_official_from_dir(directory)
+    assert f"{AUX_NORM.format(2, 'bias')} and {AUX_NORM.format(0, 'bias')} are one tensor" in str(err.value)
 
 
 def test_missing_key_is_listed(stress_checkpoint_dir, tmp_path):
@@ -131,9 +165,9 @@ def test_build_checkpoint_local_records_provenance(stress_checkpoint_dir, tmp_pa
 
 
 def test_stress_weights_are_seeded_and_span_a_decade(stress_net):
-    from stages.official import official_depth
-    from stages.photos import load_photo_tensor
-    from stages.stress import stress_model
+    from da3_litert_farm.official import official_depth
+    from da3_litert_farm.photos import load_photo_tensor
+    from da3_litert_farm.stress import stress_model
 
     again = stress_model(seed=0)
     other = stress_model(seed=1)

@@ -1,35 +1,35 @@
-"""dvc.yaml names exactly the code each stage runs and the paths stages.paths defines."""
+"""dvc.yaml names exactly the code each stage runs and the paths da3_litert_farm.paths defines."""
 
 import ast
 from pathlib import Path
 
 import yaml
 
-from stages import paths
+from da3_litert_farm import paths
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY = {"checkpoint": "checkpoint", "patch": "patch", "export": "export", "quantize": "quantize",
          "validate": "validate", "gpu": "gpu", "catalog": "catalog"}
-DATA_FILES = {"catalog": {"stages/catalog.schema.json"}}
+DATA_FILES = {"catalog": {"da3_litert_farm/catalog.schema.json"}}
 
 
 def stages_imported_by(module: str) -> set[str]:
-    """`stages.*` modules a module imports, at any depth (function-level imports included)."""
+    """`da3_litert_farm.*` modules a module imports, at any depth (function-level imports included)."""
     seen, todo = set(), [module]
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
-        tree = ast.parse((REPO / "stages" / f"{name}.py").read_text())
+        tree = ast.parse((REPO / "da3_litert_farm" / f"{name}.py").read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "stages":
+            if isinstance(node, ast.ImportFrom) and node.module == "da3_litert_farm":
                 todo += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("stages."):
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("da3_litert_farm."):
                 todo.append(node.module.split(".", 1)[1])
             elif isinstance(node, ast.Import):
-                todo += [a.name.split(".", 1)[1] for a in node.names if a.name.startswith("stages.")]
-    return {f"stages/{n}.py" for n in seen}
+                todo += [a.name.split(".", 1)[1] for a in node.names if a.name.startswith("da3_litert_farm.")]
+    return {f"da3_litert_farm/{n}.py" for n in seen}
 
 
 def dvc_stages():
@@ -39,10 +39,10 @@ def dvc_stages():
 
 def test_every_stage_depends_on_exactly_the_code_it_runs():
     for name, stage in dvc_stages().items():
-        code_deps = {d for d in stage["deps"] if d.startswith("stages/")}
+        code_deps = {d for d in stage["deps"] if d.startswith("da3_litert_farm/")}
         expected = stages_imported_by(ENTRY[name]) | DATA_FILES.get(name, set())
         assert code_deps == expected, f"{name}: extra {code_deps - expected}, missing {expected - code_deps}"
-        assert stage["cmd"].startswith(f"python -m stages.{ENTRY[name]}")
+        assert stage["cmd"].startswith(f"python -m da3_litert_farm.{ENTRY[name]}")
 
 
 def _outs(stage):
@@ -87,7 +87,7 @@ def test_per_aspect_stages_read_only_their_aspect():
 
 
 def test_stage_params_name_real_keys():
-    from stages.params import load_params
+    from da3_litert_farm.params import load_params
 
     params = load_params(REPO / "params.yaml")
     for name, stage in dvc_stages().items():

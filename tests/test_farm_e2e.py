@@ -20,10 +20,10 @@ import jsonschema
 import pytest
 import yaml
 
-from stages.catalog import validate_catalog
-from stages.fileio import sha256_file
-from stages.params import load_params
-from stages.weights import write_hub_layout
+from da3_litert_farm.catalog import validate_catalog
+from da3_litert_farm.fileio import sha256_file
+from da3_litert_farm.params import load_params
+from da3_litert_farm.weights import write_hub_layout
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_ASPECTS = {"a": {"height": 126, "width": 224}, "b": {"ratio": "9:16", "long_side": 224}}
@@ -193,7 +193,7 @@ def test_bad_params_fail_fast_and_touch_nothing(farm, edit, message):
     doc = farm.params
     edit(doc)
     farm.set_params(doc)
-    check = subprocess.run([sys.executable, "-m", "stages.params"], cwd=farm.root, env=farm.env,
+    check = subprocess.run([sys.executable, "-m", "da3_litert_farm.params"], cwd=farm.root, env=farm.env,
                            capture_output=True, text=True)
     assert check.returncode != 0 and message in check.stderr
     _, output = farm.repro(expect_ok=False)

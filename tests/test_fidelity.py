@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from stages.fidelity import TFLiteModel, compare, fidelity_per_photo, worst_case
-from stages.photos import MEAN, PHOTOS, STD, cover_and_center_crop, load_photo, normalize
+from da3_litert_farm.fidelity import TFLiteModel, compare, fidelity_per_photo, worst_case
+from da3_litert_farm.photos import MEAN, PHOTOS, STD, cover_and_center_crop, load_photo, normalize
 from tests.conftest import SMALL
 
 

@@ -3,7 +3,7 @@ import stat
 
 import pytest
 
-from stages import fileio
+from da3_litert_farm import fileio
 
 
 def test_atomic_write_replaces_whole_file_with_normal_permissions(tmp_path):

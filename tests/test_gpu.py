@@ -1,6 +1,6 @@
 """The shipped graph on LiteRT's real GPU accelerator (FP16), and the gates on what it returns.
 
-Needs a WebGPU adapter: `make test` runs `python -m stages.gpu_setup` first, which installs
+Needs a WebGPU adapter: `make test` runs `python -m da3_litert_farm.gpu_setup` first, which installs
 Mesa's software Vulkan driver on a machine without a GPU.
 """
 
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from stages.fidelity import compare, gate_fidelity
-from stages.gpu import GATE_KEYS, run_on_gpu
-from stages.gpu_runtime import GpuModel, probe, probe_model_bytes, wait_until_cpu_idle
-from stages.official import official_depth
-from stages.params import load_params
-from stages.photos import load_photo_tensor
+from da3_litert_farm.fidelity import compare, gate_fidelity
+from da3_litert_farm.gpu import GATE_KEYS, run_on_gpu
+from da3_litert_farm.gpu_runtime import GpuModel, probe, probe_model_bytes, wait_until_cpu_idle
+from da3_litert_farm.official import official_depth
+from da3_litert_farm.params import load_params
+from da3_litert_farm.photos import load_photo_tensor
 from tests.conftest import SMALL
 from tests.test_rewrites import Call, graph_of
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.params import ParamsError, load_params, parse_params
+from da3_litert_farm.params import ParamsError, load_params, parse_params
 
 REPO = Path(__file__).resolve().parents[1]
 VALID = {
@@ -46,7 +46,7 @@ def test_repository_params_are_valid():
 
 
 def test_a_square_896_aspect_fits_by_chunking_attention():
-    from stages.gpu_memory import MIB, plan_tensors
+    from da3_litert_farm.gpu_memory import MIB, plan_tensors
 
     params = parse_params(edited(aspects__square={"ratio": "1:1"}))
     square = params.aspect("square")

@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch import nn
 
-from stages import rewrites
-from stages.gpu_lint import lint
-from stages.mono_depth import MonoDepth, RewriteOptions
-from stages.official import official_depth
-from stages.photos import load_photo_tensor
+from da3_litert_farm import rewrites
+from da3_litert_farm.gpu_lint import lint
+from da3_litert_farm.mono_depth import MonoDepth, RewriteOptions
+from da3_litert_farm.official import official_depth
+from da3_litert_farm.photos import load_photo_tensor
 from tests.conftest import SMALL
 
 SHAPES = [SMALL, (224, 126)]  # landscape and portrait grids

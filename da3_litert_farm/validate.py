@@ -1,6 +1,6 @@
 """Validate stage: the shipped .tflite vs the official PyTorch model, plus the GPU lint.
 
-    python -m stages.validate 9x16
+    python -m da3_litert_farm.validate 9x16
 
 Writes metrics.json (DVC metrics) and lint.json (bound to the file's sha256), then fails if
 a gate fails: on any photo, Pearson below validation.min_pearson or mean relative error above
@@ -15,14 +15,14 @@ from __future__ import annotations
 import sys
 import time
 
-from stages import fileio, paths
-from stages.aspects import Aspect
-from stages.weights import load_official_from_dir
-from stages.fidelity import TFLiteModel, fidelity_per_photo, gate_fidelity, worst_case
-from stages.gpu_lint import lint
-from stages.gpu_memory import MIB
-from stages.official import CheckpointError
-from stages.params import Params, ParamsError, stage_aspect
+from da3_litert_farm import fileio, paths
+from da3_litert_farm.aspects import Aspect
+from da3_litert_farm.weights import load_official_from_dir
+from da3_litert_farm.fidelity import TFLiteModel, fidelity_per_photo, gate_fidelity, worst_case
+from da3_litert_farm.gpu_lint import lint
+from da3_litert_farm.gpu_memory import MIB
+from da3_litert_farm.official import CheckpointError
+from da3_litert_farm.params import Params, ParamsError, stage_aspect
 
 GATE_KEYS = ("validation.min_pearson", "validation.max_mean_rel")
 

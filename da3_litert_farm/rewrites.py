@@ -4,11 +4,11 @@ Each rewrite is a small named transform. The module-level ones work like torchao
 `quantize_`: a function over an official model that swaps matching submodules in place,
 keeping the official call signature, so the official forward still runs on the result
 (that is how the tests prove each one exact on its own). The shape-specific ones build the
-constants that `stages.mono_depth` bakes into its single-view forward.
+constants that `da3_litert_farm.mono_depth` bakes into its single-view forward.
 
 Why the GPU needs them: the LiteRT GPU delegate (ML Drift) takes only static graphs of
 tensors of rank <= 4 and rejects GATHER/GATHER_ND, BROADCAST_TO, TRANSPOSE_CONV and
-SELECT_V2; `stages.gpu_lint` checks the exported file for exactly that.
+SELECT_V2; `da3_litert_farm.gpu_lint` checks the exported file for exactly that.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def chunk_attention_queries(model: nn.Module, query_chunk: int) -> None:
 
     Replaces: one [1, heads, N, N] score tensor per block. At 896x896 (N = 4097) it is about
     200 MB in FP16, over WebGPU's default 128 MiB storage-buffer binding, which some phone
-    drivers enforce (or silently break above). `stages.gpu_memory` picks the chunk.
+    drivers enforce (or silently break above). `da3_litert_farm.gpu_memory` picks the chunk.
     Exact: softmax and the weighted sum of values are per query row, so each row is the same
     computation over the same keys; only the rows are computed in groups (slices of q are
     rank-4 STRIDED_SLICEs, joined with one CONCATENATION).

@@ -1,7 +1,7 @@
 """Export stage: the patched torch.export program -> FP32 .tflite with litert-torch.
 
-    python -m stages.export 9x16
-    python -m stages.export --program P.pt2 --out M.tflite     (explicit paths, for the benchmark)
+    python -m da3_litert_farm.export 9x16
+    python -m da3_litert_farm.export --program P.pt2 --out M.tflite     (explicit paths, for the benchmark)
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from stages import fileio, paths
-from stages.params import ParamsError, stage_aspect
+from da3_litert_farm import fileio, paths
+from da3_litert_farm.params import ParamsError, stage_aspect
 
 
 def convert_to_tflite(module: torch.nn.Module, height: int, width: int, out: Path | str) -> None:

@@ -1,12 +1,12 @@
 """Checkpoint stage: put the weights, once, in artifacts/checkpoint/ in the Hub layout.
 
-    python -m stages.checkpoint
+    python -m da3_litert_farm.checkpoint
 
 Sources (params.yaml `checkpoint.source`):
 - hub: `repo` at `revision` through huggingface_hub and its normal cache. If the files
   are cached, no network is used. Offline with nothing cached fails in seconds.
 - local: a directory holding config.json + model.safetensors (keys prefixed `model.`).
-- random: seeded stress weights (stages.stress), for dry runs and tests only.
+- random: seeded stress weights (da3_litert_farm.stress), for dry runs and tests only.
 Whatever the source, the result is loaded strictly into the official model before it is
 written, and its sha256 is recorded in provenance.json.
 """
@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-from stages import fileio, paths
-from stages.official import CheckpointError
-from stages.params import HUB_FILES, CheckpointParams, ParamsError, load_params
-from stages.weights import WEIGHTS_FILE, load_official_from_dir, read_model_name, write_hub_layout
+from da3_litert_farm import fileio, paths
+from da3_litert_farm.official import CheckpointError
+from da3_litert_farm.params import HUB_FILES, CheckpointParams, ParamsError, load_params
+from da3_litert_farm.weights import WEIGHTS_FILE, load_official_from_dir, read_model_name, write_hub_layout
 
 _PROBE_TIMEOUT_S = 3.0
 
@@ -83,7 +83,7 @@ def build_checkpoint(params: CheckpointParams, out_dir: Path) -> dict:
     provenance = {"source": params.source, "repo": None, "revision": None, "resolved_revision": None,
                   "path": None, "seed": None}
     if params.source == "random":
-        from stages.stress import stress_model
+        from da3_litert_farm.stress import stress_model
 
         write_hub_layout(out_dir, stress_model(params.seed))
         provenance["seed"] = params.seed

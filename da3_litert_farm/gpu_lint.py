@@ -5,7 +5,7 @@ The rules restate, in our words, what the GPU delegate's op parsers accept (Lite
 where mobile drivers are known to fail (TRANSPOSE_CONV, GATHER, SELECT). The analyzer
 bundled with ai_edge_litert calls anything "compatible", so this reads the graph itself.
 
-    python -m stages.gpu_lint artifacts/9x16/model_fp16.tflite
+    python -m da3_litert_farm.gpu_lint artifacts/9x16/model_fp16.tflite
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils
 
-from stages.fileio import sha256_file
-from stages.gpu_memory import MIB, fp16_bytes
+from da3_litert_farm.fileio import sha256_file
+from da3_litert_farm.gpu_memory import MIB, fp16_bytes
 
 MAX_RANK = 4
 
@@ -50,7 +50,7 @@ FORBIDDEN_OPS = {
 UNARY_OPS = frozenset({"ABS", "NEG", "EXP", "LOG", "RSQRT", "SQRT", "SQUARE", "SIN", "COS",
                        "TANH", "LOGISTIC", "GELU"})
 BINARY_OPS = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "POW"})
-# The ops whose weights the quantizer stores in FP16 (stages.quantize): every one must be.
+# The ops whose weights the quantizer stores in FP16 (da3_litert_farm.quantize): every one must be.
 FP16_WEIGHT_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D"})
 
 _OP_NAMES = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
@@ -127,7 +127,7 @@ class _Graph:
 
 def lint(path: str | Path, require_fp16: bool, max_tensor_bytes: int | None = None) -> LintReport:
     """Check one .tflite file; `require_fp16` for the shipped (quantized) file; `max_tensor_bytes`
-    bounds the largest tensor in FP16 as the GPU stores it (stages.gpu_memory)."""
+    bounds the largest tensor in FP16 as the GPU stores it (da3_litert_farm.gpu_memory)."""
     model = flatbuffer_utils.read_model(str(path))
     problems: list[str] = []
     histogram: Counter[str] = Counter()

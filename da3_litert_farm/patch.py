@@ -1,8 +1,8 @@
 """Patch stage: official model -> GPU-clean monocular-depth program for one aspect.
 
-    python -m stages.patch 9x16
+    python -m da3_litert_farm.patch 9x16
 
-Builds `MonoDepth` (stages.mono_depth) from the checkpoint at the aspect's shape, checks
+Builds `MonoDepth` (da3_litert_farm.mono_depth) from the checkpoint at the aspect's shape, checks
 it against the official model on a real photo (the rewrites must be exact), and saves
 the torch.export program that the export stage converts.
 """
@@ -14,13 +14,13 @@ import time
 
 import torch
 
-from stages import fileio, paths
-from stages.gpu_memory import MIB, plan_tensors
-from stages.weights import load_official_from_dir
-from stages.mono_depth import MonoDepth, RewriteOptions
-from stages.official import CheckpointError, official_depth
-from stages.params import ParamsError, stage_aspect
-from stages.photos import load_photo_tensor
+from da3_litert_farm import fileio, paths
+from da3_litert_farm.gpu_memory import MIB, plan_tensors
+from da3_litert_farm.weights import load_official_from_dir
+from da3_litert_farm.mono_depth import MonoDepth, RewriteOptions
+from da3_litert_farm.official import CheckpointError, official_depth
+from da3_litert_farm.params import ParamsError, stage_aspect
+from da3_litert_farm.photos import load_photo_tensor
 
 # The patched module must match the official one to this fraction of the depth range.
 MAX_RELATIVE_ERROR = 1e-4

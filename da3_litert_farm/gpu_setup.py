@@ -1,9 +1,9 @@
 """Make sure LiteRT's GPU accelerator has an adapter here; install a software one if it lacks one.
 
-    python -m stages.gpu_setup                  probe; on Debian/Ubuntu as root, install when missing
-    python -m stages.gpu_setup --unless-skipped  the same, but nothing when params.yaml says
+    python -m da3_litert_farm.gpu_setup                  probe; on Debian/Ubuntu as root, install when missing
+    python -m da3_litert_farm.gpu_setup --unless-skipped  the same, but nothing when params.yaml says
                                                  validation.gpu: skip (what `make farm` runs)
-    python -m stages.gpu_setup --check          probe only
+    python -m da3_litert_farm.gpu_setup --check          probe only
 
 The probe compiles and runs a tiny graph on the accelerator (about 2 s). A machine with a
 GPU (or macOS, where WebGPU uses Metal) needs nothing. A Linux machine without one gets Mesa's
@@ -49,7 +49,7 @@ def install_script(release: dict[str, str]) -> str | None:
 
 def probe_in_subprocess() -> tuple[bool, str]:
     """Probe in a fresh process: a driver installed a moment ago is seen, and a crash stays there."""
-    code = ("from stages.gpu_runtime import probe\n"
+    code = ("from da3_litert_farm.gpu_runtime import probe\n"
             "adapter, problem = probe()\n"
             "print('ADAPTER', adapter if adapter else '-')\n"
             "print('PROBLEM', problem or '-')\n")
@@ -63,7 +63,7 @@ def probe_in_subprocess() -> tuple[bool, str]:
 
 
 def gpu_check_skipped() -> bool:
-    from stages.params import load_params
+    from da3_litert_farm.params import load_params
 
     return load_params().validation.gpu == "skip"
 

@@ -1,9 +1,9 @@
 """Fidelity of a shipped .tflite against the official PyTorch model, on real photos.
 
 Here the .tflite runs in the LiteRT interpreter on the CPU (XNNPACK, FP32 activations); the
-GPU stage runs it on the GPU accelerator (stages.gpu). The reference is the official,
+GPU stage runs it on the GPU accelerator (da3_litert_farm.gpu). The reference is the official,
 unpatched model in FP32. Photos are resized to cover HxW and center-cropped
-(stages.photos), exactly as an app must feed the model.
+(da3_litert_farm.photos), exactly as an app must feed the model.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from ai_edge_litert.interpreter import Interpreter
 
-from stages.official import official_depth
-from stages.photos import load_photo_tensor
+from da3_litert_farm.official import official_depth
+from da3_litert_farm.photos import load_photo_tensor
 
 METRICS = ("pearson", "cosine", "max_abs_error", "mean_rel_error")
 

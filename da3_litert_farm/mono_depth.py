@@ -21,7 +21,7 @@ from depth_anything_3.model.da3 import DepthAnything3Net
 from depth_anything_3.model.utils.head_utils import custom_interpolate
 from torch import nn
 
-from stages import rewrites
+from da3_litert_farm import rewrites
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class RewriteOptions:
     split_qkv: bool = True
     fold_layerscale: bool = True
     upsampler: rewrites.Upsampler | None = "pixel_shuffle"  # None keeps TRANSPOSE_CONV
-    attention_query_chunk: int | None = None  # from stages.gpu_memory; needs split_qkv
+    attention_query_chunk: int | None = None  # from da3_litert_farm.gpu_memory; needs split_qkv
 
 
 class MonoDepth(nn.Module):

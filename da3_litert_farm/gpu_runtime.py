@@ -30,7 +30,7 @@ _ADAPTER_LINE = re.compile(r"Selected adapter: (?P<name>.*?), arch=.*?backend=(?
                            r"adapterType=(?P<type>[^\n]+)")
 _REJECTED_OP = re.compile(r"^(\w+): Operation is not supported", re.MULTILINE)
 NO_ADAPTER = "No adapters found"
-SETUP_HINT = ("`python -m stages.gpu_setup` installs a software adapter (Mesa's lavapipe) on Debian/Ubuntu, "
+SETUP_HINT = ("`python -m da3_litert_farm.gpu_setup` installs a software adapter (Mesa's lavapipe) on Debian/Ubuntu, "
               "or says what to run")
 
 

@@ -8,28 +8,36 @@
 R is the farm's git repository (a path or a git URL); V a published catalog version
 (git tag catalog/vV). `pull` downloads the model through DVC from the repository's
 remote, checks its sha256 against that version's catalog, and only then writes the
-.tflite and a JSON sidecar (input shape, layout, preprocessing, output meaning) into DIR.
-Any failure leaves DIR untouched.
+.tflite and a JSON sidecar (input shape, layout, preprocessing, output meaning, the
+model's sha256) into DIR. Any failure leaves DIR untouched and creates nothing. The old
+sidecar goes first and the new one comes last, so a sidecar always describes the model
+beside it; an interrupted pull leaves a model with no sidecar (rerun it).
 
 Choosing by camera (--camera WxH, e.g. 1080x1920 for a portrait phone): the catalogued
 aspect whose width/height ratio is closest to the camera's, measured in log space (so
-9:16 and 16:9 are equally far from 1:1). Orientation is part of the ratio: a portrait
-camera gets a portrait model whenever the catalog has one. Ties go to the model with
-more pixels, then to the aspect name. The choice and its ratio error are printed.
+9:16 and 16:9 are equally far from 1:1): the model that crops the least of the frame.
+Orientation counts only through the ratio: a nearly square landscape camera (1080x1024)
+gets the portrait 3x4 model rather than 16x9, because it crops less. Ties go to the model
+with more pixels, then to the aspect name. The choice and its ratio error are printed.
+
+A catalog built from stress weights (a dry run of the farm) is flagged STRESS WEIGHTS by
+`select`, `pull` and every sidecar.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from stages import fileio
-from stages.aspects import Aspect, Shape, closest_aspect
-from stages.publish import PublishError, published_versions, tag_for
+from da3_litert_farm import fileio
+from da3_litert_farm.aspects import Aspect, Shape, closest_aspect
+from da3_litert_farm.releases import GitError, published_versions, stress_warning, tag_for
 
 SIDECAR_VERSION = 1
 
@@ -49,7 +57,7 @@ def read_catalog(repo: str, version: str) -> dict:
     """The catalog.json of a published version; unknown versions list the known ones."""
     try:
         known = published_versions(repo)
-    except PublishError as exc:
+    except GitError as exc:
         raise PullError(f"cannot read the versions of {repo}: {exc}") from None
     if version not in known:
         raise PullError(f"catalog version {version!r} is not published in {repo} (no tag {tag_for(version)}); "
@@ -99,6 +107,8 @@ def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str)
         "output": entry["output"],
         "fidelity": entry["fidelity"],
         "gpu": entry.get("gpu", {"checked": False, "reason": "catalog made before the farm ran a GPU check"}),
+        "stress_weights": stress_warning(catalog) is not None,
+        "warning": stress_warning(catalog),
     }
 
 
@@ -112,9 +122,10 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
     catalog = read_catalog(repo, version)
     entry, reason = choose(catalog, aspect, camera)
     name = model_file_name(catalog, entry)
-    out.parent.mkdir(parents=True, exist_ok=True)
     api, dvc_error = _dvc_api()
-    with tempfile.TemporaryDirectory(prefix=".farm-pull.", dir=out.parent) as staging:
+    # Staged beside the target, on the same filesystem, so that placing is renaming; `out`
+    # and its missing parents are created only once everything is verified.
+    with tempfile.TemporaryDirectory(prefix=".farm-pull.", dir=_nearest_dir(out)) as staging:
         staged = Path(staging) / name
         try:
             with api.open(entry["file"], repo=repo, rev=tag_for(version), remote=remote, mode="rb") as src, \
@@ -128,11 +139,28 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
             raise PullError(f"sha256 mismatch for {entry['file']} (catalog {version}): downloaded {digest}, "
                             f"catalog says {entry['sha256']}; the remote copy is corrupt or tampered. "
                             f"{out} was left untouched")
-        fileio.write_json(Path(staging) / f"{name}.json", sidecar(catalog, entry, repo, reason, name))
-        out.mkdir(parents=True, exist_ok=True)
-        for produced in (staged, Path(staging) / f"{name}.json"):
-            produced.replace(out / produced.name)  # same filesystem: an atomic rename each
+        staged_sidecar = Path(staging) / f"{name}.json"
+        fileio.write_json(staged_sidecar, sidecar(catalog, entry, repo, reason, name))
+        place(staged, staged_sidecar, out)
     return out / name, reason
+
+
+def place(model: Path, model_sidecar: Path, out: Path) -> None:
+    """Move a verified model and its sidecar into `out` so that no reader can pair them wrongly.
+
+    Each step is one atomic rename: the old sidecar goes, the model is replaced, the new
+    sidecar arrives. In between, the model has no sidecar, never another version's.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(out / model_sidecar.name)
+    os.replace(model, out / model.name)
+    os.replace(model_sidecar, out / model_sidecar.name)
+
+
+def _nearest_dir(out: Path) -> Path:
+    """`out`'s parent, or its nearest ancestor that exists."""
+    return next(p for p in (out.absolute().parent, *out.absolute().parents) if p.is_dir())
 
 
 def diff(repo: str, old: str, new: str) -> list[dict]:
@@ -227,21 +255,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warn(warning: str | None) -> None:
+    if warning:
+        print(f"WARNING: {warning}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "versions":
             print("\n".join(published_versions(args.repo)) or "no published versions")
         elif args.command == "select":
-            entry, reason = choose(read_catalog(args.repo, args.version), args.aspect, args.camera)
+            catalog = read_catalog(args.repo, args.version)
+            entry, reason = choose(catalog, args.aspect, args.camera)
             print(f"{reason}\n{entry['aspect']}: {entry['file']} sha256 {entry['sha256']}")
+            _warn(stress_warning(catalog))
         elif args.command == "pull":
             path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote)
             print(f"{reason}\nwrote {path} (sha256 verified) and {path.name}.json")
+            _warn(json.loads(Path(f"{path}.json").read_text()).get("warning"))
         elif args.command == "diff":
             rows = diff(args.repo, args.old, args.new)
             print(json.dumps(rows, indent=2) if args.json else format_diff(rows, args.old, args.new))
-    except (PullError, PublishError, OSError) as exc:
+    except (PullError, GitError, OSError) as exc:
         print(f"farm {args.command}: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -12,8 +12,8 @@ import math
 
 import torch
 
-from stages.official import build_official, official_depth
-from stages.photos import load_photo_tensor
+from da3_litert_farm.official import build_official, official_depth
+from da3_litert_farm.photos import load_photo_tensor
 
 # Aim: log(depth) spans ln(10) between the 1st and 99th percentile of one photo.
 DEPTH_LOG_SPAN = math.log(10.0)

@@ -56,8 +56,9 @@ class Aspect:
 def plan_aspect(name: str, entry: object, default_long_side: int = DEFAULT_LONG_SIDE) -> Aspect:
     """Turn one `aspects.<name>` entry of params.yaml into an Aspect, or raise AspectError."""
     where = f"aspects.{name}"
-    if not isinstance(name, str) or not ASPECT_NAME.match(name):
-        raise AspectError(f"{where}: aspect names use letters, digits, '_', '.', '-' (e.g. 9x16)")
+    if not isinstance(name, str) or not ASPECT_NAME.match(name) or ".." in name or name.endswith((".", ".lock")):
+        raise AspectError(f"{where}: aspect names use letters, digits, '_', '.', '-' (e.g. 9x16), with no '..' "
+                          "and no trailing '.' or '.lock' (each name becomes part of a git tag)")
     if not isinstance(entry, dict):
         raise AspectError(f'{where}: expected a mapping like {{ratio: "9:16"}} or {{height: 896, width: 504}}')
     unknown = sorted(set(entry) - set(ALLOWED_KEYS))
@@ -126,10 +127,11 @@ def check_long_side(value: object) -> int:
 def closest_aspect(aspects: list[Aspect], width: int, height: int) -> tuple[Aspect, str]:
     """The catalogued aspect whose W/H is closest to a camera's, compared in log space.
 
-    Log space makes 9:16 and 16:9 equally far from 1:1. Orientation is part of the ratio,
-    so a portrait camera never gets a landscape model. Ties go to the larger model (more
-    pixels), then to the name, so the choice is stable. Returns the aspect and a sentence
-    explaining the choice.
+    Log space makes 9:16 and 16:9 equally far from 1:1, so the winner is the model that crops
+    the least of the camera frame. Orientation counts only through the ratio: a nearly square
+    landscape camera (1080x1024) gets a portrait 3:4 model over a 16:9 one, since it crops
+    less. Ties go to the larger model (more pixels), then to the name, so the choice is
+    stable. Returns the aspect and a sentence explaining the choice.
     """
     if width <= 0 or height <= 0:
         raise ValueError(f"camera size must be positive, got {width}x{height}")

@@ -1,6 +1,6 @@
 """GPU stage: run the shipped file on LiteRT's real GPU accelerator, in FP16 as phones do.
 
-    python -m stages.gpu 9x16
+    python -m da3_litert_farm.gpu 9x16
 
 Loads the shipped FP16 .tflite with the GPU accelerator (ML Drift over WebGPU; on a machine
 without a GPU, Mesa's lavapipe), records the adapter and whether every op runs on the GPU,
@@ -24,14 +24,14 @@ import time
 
 import numpy as np
 
-from stages import fileio, paths
-from stages.aspects import Aspect
-from stages.fidelity import compare, gate_fidelity
-from stages.gpu_runtime import Adapter, GpuError, GpuModel
-from stages.official import CheckpointError, official_depth
-from stages.params import ParamsError, ValidationParams, stage_aspect
-from stages.photos import load_photo_tensor
-from stages.weights import load_official_from_dir
+from da3_litert_farm import fileio, paths
+from da3_litert_farm.aspects import Aspect
+from da3_litert_farm.fidelity import compare, gate_fidelity
+from da3_litert_farm.gpu_runtime import Adapter, GpuError, GpuModel
+from da3_litert_farm.official import CheckpointError, official_depth
+from da3_litert_farm.params import ParamsError, ValidationParams, stage_aspect
+from da3_litert_farm.photos import load_photo_tensor
+from da3_litert_farm.weights import load_official_from_dir
 
 GATE_KEYS = ("validation.gpu_min_pearson", "validation.gpu_max_mean_rel")
 
@@ -64,7 +64,7 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
     }
     failures = []
     if not model.fully_accelerated:
-        rejected = ", ".join(model.rejected_ops) or "see `python -m stages.gpu_lint FILE`"
+        rejected = ", ".join(model.rejected_ops) or "see `python -m da3_litert_farm.gpu_lint FILE`"
         failures.append(f"not fully accelerated: ops the GPU delegate rejected run on the CPU ({rejected})")
     else:
         for photo, (image, reference) in refs.items():

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from stages.aspects import Aspect, AspectError, check_long_side, plan_aspect
-from stages.gpu_memory import MAX_TENSOR_MIB, MIB, MIN_TENSOR_MIB, plan_tensors
-from stages.photos import PHOTOS
+from da3_litert_farm.aspects import Aspect, AspectError, check_long_side, plan_aspect
+from da3_litert_farm.gpu_memory import MAX_TENSOR_MIB, MIB, MIN_TENSOR_MIB, plan_tensors
+from da3_litert_farm.photos import PHOTOS
 
 PARAMS_FILE = Path("params.yaml")
 SOURCES = ("hub", "local", "random")
@@ -231,7 +231,7 @@ def stage_aspect(stage: str, argv: list[str]) -> tuple[Params, Aspect]:
 
 
 def main() -> int:
-    """`python -m stages.params`: check params.yaml and print the planned shapes."""
+    """`python -m da3_litert_farm.params`: check params.yaml and print the planned shapes."""
     try:
         params = load_params()
     except ParamsError as exc:

@@ -1,6 +1,6 @@
 """Quantize stage: FP32 .tflite -> the shipped file with FP16 weights.
 
-    python -m stages.quantize 9x16
+    python -m da3_litert_farm.quantize 9x16
 
 ai-edge-quantizer's weight-only FLOAT_CASTING recipe stores FULLY_CONNECTED and CONV_2D
 weights as FP16 behind DEQUANTIZE ops; activations, biases and other constants stay
@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from stages import fileio, paths
-from stages.params import ParamsError, stage_aspect
+from da3_litert_farm import fileio, paths
+from da3_litert_farm.params import ParamsError, stage_aspect
 
 FP16_OPS = ("FULLY_CONNECTED", "CONV_2D")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
-from stages import fileio
-from stages.official import CheckpointError, build_official, load_hub_weights, save_hub_weights
-from stages.params import HUB_FILES
+from da3_litert_farm import fileio
+from da3_litert_farm.official import CheckpointError, build_official, load_hub_weights, save_hub_weights
+from da3_litert_farm.params import HUB_FILES
 
 CONFIG_FILE, WEIGHTS_FILE = HUB_FILES
 

@@ -16,6 +16,7 @@ import torch  # noqa: E402
 from depth_anything_3.cfg import create_object, load_config  # noqa: E402
 from depth_anything_3.model.da3 import DepthAnything3Net  # noqa: E402
 from depth_anything_3.registry import MODEL_REGISTRY  # noqa: E402
+from safetensors import safe_open  # noqa: E402
 from safetensors.torch import load_model, save_model  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -51,14 +52,18 @@ def load_hub_weights(net: nn.Module, weights: Path | str) -> None:
     """Load a Hub model.safetensors into `net`; any missing, unexpected or misshapen key is an error.
 
     Uses safetensors' `load_model`, as the Hub mixin does, so tensors the official model
-    shares (the aux head's LayerNorm, stored once) resolve the same way.
+    shares (the aux head's LayerNorm, stored once) resolve the same way. A file that also
+    stores the other names of a shared tensor (as `save_file(model.state_dict())` does) is
+    accepted when each such alias holds the same values as the name that was loaded.
     """
+    layout = HubLayout(net)
     try:
-        missing, unexpected = load_model(HubLayout(net), str(weights), strict=False)
+        missing, unexpected = load_model(layout, str(weights), strict=False)
     except RuntimeError as exc:  # size mismatches
         raise CheckpointError(f"{weights} does not match the official model: {exc}") from None
     except Exception as exc:  # corrupt or non-safetensors file
         raise CheckpointError(f"{weights}: not a readable safetensors file: {exc}") from None
+    unexpected = [k for k in unexpected if not _is_equal_alias(layout, weights, k)]
     if missing or unexpected:
         hint = ""
         if unexpected and not any(k.startswith(HUB_KEY_PREFIX) for k in unexpected):
@@ -67,6 +72,28 @@ def load_hub_weights(net: nn.Module, weights: Path | str) -> None:
             f"{weights} does not match the official model{hint}: "
             f"missing keys ({len(missing)}): {sorted(missing)}; unexpected keys ({len(unexpected)}): {sorted(unexpected)}"
         )
+
+
+def _is_equal_alias(layout: nn.Module, weights: Path | str, key: str) -> bool:
+    """Whether `key` names a tensor the model shares with a key that was loaded, with equal values.
+
+    Raises CheckpointError naming both keys when the file gives the shared tensor two values.
+    """
+    state = layout.state_dict(keep_vars=True)
+    if key not in state:
+        return False
+    with safe_open(str(weights), framework="pt") as f:
+        stored = set(f.keys())
+        twins = [k for k, v in state.items() if k != key and k in stored and v is state[key]]
+        if not twins:
+            return False
+        alias, kept = f.get_tensor(key), f.get_tensor(twins[0])
+    if alias.shape != kept.shape or not torch.equal(alias, kept):
+        raise CheckpointError(
+            f"{weights}: {key} and {twins[0]} are one tensor in the official model (a tied module), "
+            f"but the file stores different values under the two names; keep one, or make them equal"
+        )
+    return True
 
 
 def save_hub_weights(net: nn.Module, weights: Path | str) -> None:

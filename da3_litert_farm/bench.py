@@ -1,8 +1,8 @@
 """Benchmark one shape end to end and print the figures (nothing here is asserted).
 
-    python -m stages.bench --height 896 --width 504
-    python -m stages.bench --height 896 --width 504 --compare-upsamplers
-    python -m stages.bench --height 896 --width 504 --checkpoint artifacts/checkpoint
+    python -m da3_litert_farm.bench --height 896 --width 504
+    python -m da3_litert_farm.bench --height 896 --width 504 --compare-upsamplers
+    python -m da3_litert_farm.bench --height 896 --width 504 --checkpoint artifacts/checkpoint
 
 Reports: convert wall time and peak RSS (the converter runs in its own process, as in the
 farm), FP32 and FP16 sizes, TFLite CPU latency (median of --runs, --threads threads)
@@ -26,15 +26,15 @@ from pathlib import Path
 
 import torch
 
-from stages.fidelity import TFLiteModel, compare, fidelity_per_photo
-from stages.gpu_lint import lint
-from stages.gpu_runtime import GpuModel
-from stages.mono_depth import MonoDepth, RewriteOptions
-from stages.official import official_depth
-from stages.patch import export_program
-from stages.photos import PHOTOS, load_photo_tensor
-from stages.quantize import quantize_fp16
-from stages.rewrites import UPSAMPLERS
+from da3_litert_farm.fidelity import TFLiteModel, compare, fidelity_per_photo
+from da3_litert_farm.gpu_lint import lint
+from da3_litert_farm.gpu_runtime import GpuModel
+from da3_litert_farm.mono_depth import MonoDepth, RewriteOptions
+from da3_litert_farm.official import official_depth
+from da3_litert_farm.patch import export_program
+from da3_litert_farm.photos import PHOTOS, load_photo_tensor
+from da3_litert_farm.quantize import quantize_fp16
+from da3_litert_farm.rewrites import UPSAMPLERS
 
 
 def median_seconds(fn, runs: int) -> float:
@@ -51,7 +51,7 @@ def convert_in_subprocess(program: Path, out: Path) -> tuple[float, float]:
     """Run the export stage's converter in a child process: (wall seconds, peak RSS MB)."""
     started = time.time()
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: the converter logs a lot
-        proc = subprocess.Popen([sys.executable, "-m", "stages.export", "--program", str(program), "--out", str(out)],
+        proc = subprocess.Popen([sys.executable, "-m", "da3_litert_farm.export", "--program", str(program), "--out", str(out)],
                                 stdout=subprocess.DEVNULL, stderr=log)
         _, status, usage = os.wait4(proc.pid, 0)  # wait4: this child's own peak RSS
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -130,11 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     h, w = args.height, args.width
 
     if args.checkpoint:
-        from stages.weights import load_official_from_dir
+        from da3_litert_farm.weights import load_official_from_dir
 
         official, weights = load_official_from_dir(args.checkpoint), args.checkpoint
     else:
-        from stages.stress import stress_model
+        from da3_litert_farm.stress import stress_model
 
         official, weights = stress_model(args.seed), f"stress seed {args.seed}"
     image = load_photo_tensor(args.photos[0], h, w)

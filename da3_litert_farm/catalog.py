@@ -1,11 +1,11 @@
 """Catalog stage: one JSON document describing every shipped model, checked against its schema.
 
-    python -m stages.catalog
+    python -m da3_litert_farm.catalog
 
 Lists exactly the aspects in params.yaml, each only if its CPU validation and its GPU check
 passed and its file still has the sha256 that validation, lint and GPU check recorded. Folders and dvc.lock entries of aspects no longer in
 params.yaml are removed.
-The document is validated against stages/catalog.schema.json before it is written.
+The document is validated against da3_litert_farm/catalog.schema.json before it is written.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from stages import fileio, paths
-from stages.params import Params, ParamsError, load_params
-from stages.photos import PREPROCESSING
+from da3_litert_farm import fileio, paths
+from da3_litert_farm.params import Params, ParamsError, load_params
+from da3_litert_farm.photos import PREPROCESSING
+from da3_litert_farm.releases import stress_warning
 
 SCHEMA_FILE = Path(__file__).with_name("catalog.schema.json")
 SCHEMA_VERSION = 1
@@ -150,6 +151,8 @@ def build_catalog(params: Params, created: str | None = None) -> dict:
         "tools": tool_versions(),
         "models": [model_entry(params, name) for name in params.aspects],
     }
+    if stress_warning(document):
+        document["warning"] = stress_warning(document)
     validate_catalog(document)
     return document
 

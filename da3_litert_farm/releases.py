@@ -1,0 +1,61 @@
+"""What a published catalog version is: its git tags, their order, and whether it is shippable.
+
+Shared by the farm (`publish`, `catalog`) and the light client (`farm`), so it imports only
+the standard library and runs on Python >= 3.9.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+TAG_PREFIX = "catalog/v"
+STRESS_WARNING = (
+    "STRESS WEIGHTS: built from seeded random weights (checkpoint.source: random), not from a trained "
+    "checkpoint. Its depth maps are noise; for dry runs of the farm and app plumbing only, never to ship"
+)
+
+
+class GitError(RuntimeError):
+    pass
+
+
+def git(*args: str, cwd: Path | str = ".", stdin: str | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise GitError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def tag_for(version: str) -> str:
+    return f"{TAG_PREFIX}{version}"
+
+
+def model_tag(catalog: dict, aspect: str) -> str:
+    """`<artifact>@v<version>`: the GTO convention that `dvc artifacts get NAME --rev v<version>` resolves."""
+    return f"{artifact_name(catalog, aspect)}@v{catalog['version']}"
+
+
+def artifact_name(catalog: dict, aspect: str) -> str:
+    return f"{catalog['name']}-{aspect}"
+
+
+def version_key(version: str) -> tuple:
+    core, _, pre = version.partition("-")
+    return (*(int(p) for p in core.split(".")), pre == "", pre)
+
+
+def published_versions(repo: str = ".") -> list[str]:
+    """Catalog versions tagged in a repository (a path or a git URL), oldest first."""
+    out = git("ls-remote", "--tags", "--refs", repo)
+    tags = [line.split("refs/tags/", 1)[1] for line in out.splitlines() if "refs/tags/" in line]
+    return sorted((t[len(TAG_PREFIX):] for t in tags if t.startswith(TAG_PREFIX)), key=version_key)
+
+
+def stress_warning(catalog: dict) -> str | None:
+    """The warning every view of a catalog built from stress weights carries, else None.
+
+    Read from the checkpoint provenance, so catalogs published before the warning existed
+    are recognised too.
+    """
+    return STRESS_WARNING if catalog["checkpoint"]["source"] == "random" else None

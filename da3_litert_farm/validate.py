@@ -21,6 +21,7 @@ from da3_litert_farm.weights import load_official_from_dir
 from da3_litert_farm.fidelity import TFLiteModel, fidelity_per_photo, gate_fidelity, worst_case
 from da3_litert_farm.gpu_lint import lint
 from da3_litert_farm.gpu_memory import MIB
+from da3_litert_farm.letterbox import letterbox_penalty
 from da3_litert_farm.official import CheckpointError
 from da3_litert_farm.params import Params, ParamsError, stage_aspect
 
@@ -57,6 +58,8 @@ def validate(aspect: Aspect, params: Params) -> tuple[dict, dict]:
         "gpu_lint": {"gpu_clean": report.ok, "ops": sum(report.op_histogram.values()),
                      "max_rank": report.max_rank, "fp16_weight_tensors": report.fp16_weights,
                      "largest_tensor": report.largest_tensor},
+        # What a square model would cost this aspect instead (official model; not gated).
+        "letterbox": letterbox_penalty(official, validation.photos, aspect.height, aspect.width),
     }
     return metrics, report.summary()
 
@@ -76,10 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         for failure in metrics["failures"]:
             print(f"validate {aspect.name}: FAILED {failure}", file=sys.stderr)
         return 1
-    f = metrics["fidelity"]
+    f, box = metrics["fidelity"], metrics["letterbox"]
+    square = (f"; a letterboxed {box['square'][0]}x{box['square'][1]} square instead: pearson {box['pearson_min']:.4f}, "
+              f"mean rel {box['mean_rel_error_max']:.1e}, {box['mac_ratio_square_to_native']:.2f}x the MACs"
+              if box else "")
     print(f"validate {aspect.name}: {aspect.shape} pearson >= {f['pearson']:.7f} (1-r {f['one_minus_pearson']:.1e}), "
           f"mean rel error <= {f['mean_rel_error']:.1e}, "
-          f"{metrics['bytes'] / 1e6:.1f} MB, GPU-clean, {len(f['photos'])} photos, {time.time() - started:.1f} s")
+          f"{metrics['bytes'] / 1e6:.1f} MB, GPU-clean, {len(f['photos'])} photos{square}, {time.time() - started:.1f} s")
     return 0
 
 

@@ -58,8 +58,9 @@ class TFLiteModel:
 
 
 def fidelity_per_photo(official: torch.nn.Module, model: TFLiteModel, photos: tuple[str, ...],
-                       height: int, width: int) -> dict[str, dict[str, float]]:
-    """Metrics of the .tflite vs the official model, for each photo."""
+                       height: int, width: int, maps: dict | None = None) -> dict[str, dict[str, float]]:
+    """Metrics of the .tflite vs the official model, for each photo; into `maps`, if given, the two
+    depth maps each photo's metrics were computed from (keys `<photo>.official`, `<photo>.cpu`)."""
     expected = (1, 3, height, width)
     if model.input_shape != expected:
         raise ValueError(f"model input {model.input_shape} != expected {expected}")
@@ -67,7 +68,10 @@ def fidelity_per_photo(official: torch.nn.Module, model: TFLiteModel, photos: tu
     for name in photos:
         image = load_photo_tensor(name, height, width)
         ref = official_depth(official, image).numpy()
-        results[name] = compare(model(image.numpy()), ref)
+        pred = model(image.numpy())
+        results[name] = compare(pred, ref)
+        if maps is not None:
+            maps[f"{name}.official"], maps[f"{name}.cpu"] = ref, pred
     return results
 
 

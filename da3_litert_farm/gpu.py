@@ -5,7 +5,8 @@
 Loads the shipped FP16 .tflite with the GPU accelerator (ML Drift over WebGPU; on a machine
 without a GPU, Mesa's lavapipe), records the adapter and whether every op runs on the GPU,
 and compares the GPU output with the official FP32 PyTorch model on the validation photos at
-the aspect's native shape, preprocessed as an app does. Writes gpu.json (DVC metrics), then
+the aspect's native shape, preprocessed as an app does. Writes gpu.json (DVC metrics) and the
+GPU's depth map of each photo (gpu_depth.npz, float32 [1,1,H,W] per photo name), then
 fails if a gate fails: fully accelerated, finite output, validation.gpu_min_pearson and
 validation.gpu_max_mean_rel on every photo. A failed aspect never reaches the catalog.
 
@@ -48,8 +49,9 @@ def references(photos: tuple[str, ...], height: int, width: int) -> dict[str, tu
 
 
 def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
-               max_mean_rel: float) -> dict:
-    """Load `model_file` on the GPU accelerator, run every photo, gate: the gpu.json record."""
+               max_mean_rel: float) -> tuple[dict, dict[str, np.ndarray]]:
+    """Load `model_file` on the GPU accelerator, run every photo, gate: (the gpu.json record,
+    the depth map of each photo)."""
     started = time.time()
     model = GpuModel(model_file)
     adapter = model.adapter or Adapter("not reported by the runtime", "unknown", "unknown")
@@ -62,7 +64,7 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
         "load_seconds": time.time() - started,
         "photos": {},
     }
-    failures = []
+    failures, depths = [], {}
     if not model.fully_accelerated:
         rejected = ", ".join(model.rejected_ops) or "see `python -m da3_litert_farm.gpu_lint FILE`"
         failures.append(f"not fully accelerated: ops the GPU delegate rejected run on the CPU ({rejected})")
@@ -74,6 +76,7 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
             except GpuError as exc:
                 failures.append(f"photo {photo!r}: {exc}")
                 break
+            depths[photo] = depth
             finite = bool(np.isfinite(depth).all())
             record["photos"][photo] = {**compare(depth, reference), "finite": finite, "seconds": time.time() - t}
             if not finite:
@@ -91,28 +94,31 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
         passed=not failures,
         failures=failures,
     )
-    return record
+    return record, depths
 
 
-def gpu_check(aspect: Aspect, validation: ValidationParams) -> dict:
+def gpu_check(aspect: Aspect, validation: ValidationParams) -> tuple[dict, dict[str, np.ndarray]]:
     shipped = paths.fp16_model(aspect.name)
     head = {"aspect": aspect.name, "height": aspect.height, "width": aspect.width, "file": str(shipped),
             "sha256": fileio.sha256_file(shipped)}
     if validation.gpu == "skip":
         return {**head, "checked": False, "reason": "validation.gpu is 'skip' in params.yaml", "passed": True,
-                "failures": []}
+                "failures": []}, {}
     refs = references(validation.photos, aspect.height, aspect.width)
-    return {**head, **run_on_gpu(shipped, refs, validation.gpu_min_pearson, validation.gpu_max_mean_rel)}
+    record, depths = run_on_gpu(shipped, refs, validation.gpu_min_pearson, validation.gpu_max_mean_rel)
+    return {**head, **record}, depths
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         params, aspect = stage_aspect("gpu", argv)
-        record = gpu_check(aspect, params.validation)
+        record, depths = gpu_check(aspect, params.validation)
     except (ParamsError, CheckpointError, GpuError) as exc:
         print(f"gpu {' '.join(argv)}: {exc}", file=sys.stderr)
         return 1
+    with fileio.atomic_path(paths.gpu_depth(aspect.name)) as tmp:
+        np.savez_compressed(tmp, **depths)  # what the GPU computed, for the report (none when skipped)
     fileio.write_json(paths.gpu_metrics(aspect.name), record)
     if not record["passed"]:
         for failure in record["failures"]:

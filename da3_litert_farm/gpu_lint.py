@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class LintReport:
     fp16_weights: int
     largest_tensor: dict  # name, shape, fp16_bytes (as the GPU lays it out)
     max_tensor_bytes: int | None
+    macs: int  # multiply-accumulates per inference, counted from the graph's MAC ops
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -90,6 +92,7 @@ class LintReport:
             "fp16_weight_tensors": self.fp16_weights,
             "largest_tensor": self.largest_tensor,
             "max_tensor_bytes": self.max_tensor_bytes,
+            "macs": self.macs,
             "problems": self.problems,
         }
 
@@ -132,7 +135,7 @@ def lint(path: str | Path, require_fp16: bool, max_tensor_bytes: int | None = No
     problems: list[str] = []
     histogram: Counter[str] = Counter()
     weight_dtypes: Counter[str] = Counter()
-    max_rank = 0
+    max_rank = macs = 0
     largest = {"name": "", "shape": [], "fp16_bytes": 0}
     if len(model.subgraphs) != 1:
         problems.append(f"{len(model.subgraphs)} subgraphs: control flow is not a GPU graph")
@@ -150,6 +153,7 @@ def lint(path: str | Path, require_fp16: bool, max_tensor_bytes: int | None = No
             name = graph.op_name(op)
             histogram[name] += 1
             problems.extend(_check_op(graph, op, name))
+            macs += _macs(graph, op, name)
             if name in FP16_WEIGHT_OPS:
                 weight_dtypes[_weight_dtype(graph, producers, op.inputs[1])] += 1
     fp16 = sum(1 for sg in model.subgraphs for t in sg.tensors if t.type == schema.TensorType.FLOAT16)
@@ -164,7 +168,24 @@ def lint(path: str | Path, require_fp16: bool, max_tensor_bytes: int | None = No
         problems.append(f"largest tensor {largest['name']!r} {largest['shape']} is {largest['fp16_bytes'] / MIB:.1f} "
                         f"MiB in FP16, over the limit of {max_tensor_bytes / MIB:.0f} MiB (max_tensor_mib)")
     return LintReport(str(path), sha256_file(path), dict(histogram.most_common()), max_rank, dict(weight_dtypes),
-                      fp16, largest, max_tensor_bytes, problems)
+                      fp16, largest, max_tensor_bytes, macs, problems)
+
+
+def _macs(graph: _Graph, op, name: str) -> int:
+    """Multiply-accumulates of one op (TFLite layouts: NHWC activations, OHWI / 1HWO filters)."""
+    if name not in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL"):
+        return 0
+    out = math.prod(graph.shape(op.outputs[0]))
+    if name == "CONV_2D":
+        _, kh, kw, cin = graph.shape(op.inputs[1])
+        return out * kh * kw * cin
+    if name == "DEPTHWISE_CONV_2D":
+        _, kh, kw, _ = graph.shape(op.inputs[1])
+        return out * kh * kw
+    if name == "FULLY_CONNECTED":
+        return out * graph.shape(op.inputs[1])[-1]
+    lhs = graph.shape(op.inputs[0])
+    return out * (lhs[-2] if op.builtinOptions.adjX else lhs[-1])
 
 
 def _weight_dtype(graph: _Graph, producers: dict, index: int) -> str:

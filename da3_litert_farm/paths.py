@@ -51,6 +51,16 @@ def gpu_metrics(aspect: str) -> Path:
     return aspect_dir(aspect) / "gpu.json"
 
 
+def depth_maps(aspect: str) -> Path:
+    """The official and the CPU (.tflite) depth map per validation photo (npz, `<photo>.official|cpu`)."""
+    return aspect_dir(aspect) / "depth.npz"
+
+
+def gpu_depth(aspect: str) -> Path:
+    """The GPU accelerator's depth map per validation photo (npz; empty when the check was skipped)."""
+    return aspect_dir(aspect) / "gpu_depth.npz"
+
+
 def lint_report(aspect: str) -> Path:
     """The full GPU lint of the shipped file (op histogram, problems)."""
     return aspect_dir(aspect) / "lint.json"

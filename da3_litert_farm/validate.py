@@ -2,7 +2,8 @@
 
     python -m da3_litert_farm.validate 9x16
 
-Writes metrics.json (DVC metrics) and lint.json (bound to the file's sha256), then fails if
+Writes metrics.json (DVC metrics), lint.json (bound to the file's sha256) and depth.npz (the
+official and the CPU depth map of each photo, float32 [1,1,H,W]), then fails if
 a gate fails: on any photo, Pearson below validation.min_pearson or mean relative error above
 validation.max_mean_rel (Pearson alone passes a depth map off by a factor or an offset); or
 any GPU-lint problem (a CONV_2D/FULLY_CONNECTED weight not in FP16, a tensor over
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import sys
 import time
+
+import numpy as np
 
 from da3_litert_farm import fileio, paths
 from da3_litert_farm.aspects import Aspect
@@ -28,13 +31,15 @@ from da3_litert_farm.params import Params, ParamsError, stage_aspect
 GATE_KEYS = ("validation.min_pearson", "validation.max_mean_rel")
 
 
-def validate(aspect: Aspect, params: Params) -> tuple[dict, dict]:
-    """(metrics, lint report) for the shipped file of one aspect."""
+def validate(aspect: Aspect, params: Params) -> tuple[dict, dict, dict]:
+    """(metrics, lint report, depth maps: official and CPU per photo) for the shipped file of one aspect."""
     validation = params.validation
     shipped = paths.fp16_model(aspect.name)
     report = lint(shipped, require_fp16=True, max_tensor_bytes=params.max_tensor_mib * MIB)
     official = load_official_from_dir(paths.CHECKPOINT_DIR)
-    per_photo = fidelity_per_photo(official, TFLiteModel(shipped), validation.photos, aspect.height, aspect.width)
+    maps = {}
+    per_photo = fidelity_per_photo(official, TFLiteModel(shipped), validation.photos, aspect.height, aspect.width,
+                                   maps)
     worst = worst_case(per_photo)
     gates, failures = gate_fidelity(per_photo, validation.min_pearson, validation.max_mean_rel, GATE_KEYS)
     failures += [f"gpu_lint: {p}" for p in report.problems]
@@ -61,7 +66,7 @@ def validate(aspect: Aspect, params: Params) -> tuple[dict, dict]:
         # What a square model would cost this aspect instead (official model; not gated).
         "letterbox": letterbox_penalty(official, validation.photos, aspect.height, aspect.width),
     }
-    return metrics, report.summary()
+    return metrics, report.summary(), maps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,10 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         params, aspect = stage_aspect("validate", argv)
-        metrics, lint_summary = validate(aspect, params)
+        metrics, lint_summary, maps = validate(aspect, params)
     except (ParamsError, CheckpointError) as exc:
         print(f"validate: {exc}", file=sys.stderr)
         return 1
+    with fileio.atomic_path(paths.depth_maps(aspect.name)) as tmp:
+        np.savez_compressed(tmp, **maps)  # for the report: what the figures were computed from
     fileio.write_json(paths.lint_report(aspect.name), lint_summary)
     fileio.write_json(paths.metrics(aspect.name), metrics)
     if not metrics["passed"]:

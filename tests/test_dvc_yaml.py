@@ -60,8 +60,9 @@ def test_outputs_are_the_paths_module():
     assert _outs(s["patch"]) == [paths.patched_program(key).as_posix(), paths.patch_report(key).as_posix()]
     assert _outs(s["export"]) == [paths.fp32_model(key).as_posix()]
     assert _outs(s["quantize"]) == [paths.fp16_model(key).as_posix()]
-    assert _outs(s["validate"]) == [paths.lint_report(key).as_posix(), paths.metrics(key).as_posix()]
-    assert _outs(s["gpu"]) == [paths.gpu_metrics(key).as_posix()]
+    assert _outs(s["validate"]) == [paths.lint_report(key).as_posix(), paths.depth_maps(key).as_posix(),
+                                    paths.metrics(key).as_posix()]
+    assert _outs(s["gpu"]) == [paths.gpu_depth(key).as_posix(), paths.gpu_metrics(key).as_posix()]
     assert _outs(s["catalog"]) == [paths.CATALOG.as_posix()]
     assert paths.MODELS.as_posix() in s["catalog"]["deps"]
     assert paths.LOCAL_CHECKPOINTS.as_posix() in s["checkpoint"]["deps"]

@@ -17,10 +17,12 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 import yaml
 
 from da3_litert_farm.catalog import validate_catalog
+from da3_litert_farm.fidelity import compare
 from da3_litert_farm.fileio import sha256_file
 from da3_litert_farm.params import load_params
 from da3_litert_farm.weights import write_hub_layout
@@ -105,9 +107,18 @@ def test_first_build_catalogs_every_aspect(farm):
         assert gpu["pearson_min"] < m["fidelity"]["pearson_min"]  # FP16 arithmetic costs more than the CPU's
         record = json.loads((farm.root / "artifacts/models" / m["aspect"] / "gpu.json").read_text())
         assert record["sha256"] == m["sha256"] and record["passed"] and set(record["photos"]) == set(gpu["photos"])
+        with np.load(farm.root / "artifacts/models" / m["aspect"] / "gpu_depth.npz") as maps:
+            assert set(maps.files) == set(gpu["photos"])
+            assert all(maps[p].shape == (1, 1, m["height"], m["width"]) for p in maps.files)
         metrics = json.loads((farm.root / "artifacts/models" / m["aspect"] / "metrics.json").read_text())
         assert metrics["gates"]["min_pearson"]["value"] == m["fidelity"]["pearson_min"]  # measured, not constants
         assert all(g["passed"] for g in metrics["gates"].values())
+        with np.load(farm.root / "artifacts/models" / m["aspect"] / "depth.npz") as maps:
+            for photo, figures in metrics["fidelity"]["photos"].items():  # the maps behind the figures
+                assert compare(maps[f"{photo}.cpu"], maps[f"{photo}.official"])["pearson"] == figures["pearson"]
+        box = metrics["letterbox"]  # the square model's cost, on the official model
+        assert box["square"] == [max(m["height"], m["width"])] * 2 and 0 < box["pearson_min"] <= 1
+        assert box["mac_ratio_square_to_native"] > 1
     proc = subprocess.run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], cwd=farm.root,
                           env=farm.env, capture_output=True, text=True, check=True)
     shown = json.dumps(json.loads(proc.stdout))

@@ -57,7 +57,11 @@ def references(stress_net):
 @pytest.fixture(scope="module")
 def gpu_record(small_tflite, references):
     _, fp16 = small_tflite
-    return run_on_gpu(fp16, references, DEFAULTS.gpu_min_pearson, DEFAULTS.gpu_max_mean_rel)
+    record, depths = run_on_gpu(fp16, references, DEFAULTS.gpu_min_pearson, DEFAULTS.gpu_max_mean_rel)
+    assert set(depths) == set(record["photos"])
+    for photo, depth in depths.items():  # the maps the record's figures were computed from
+        assert compare(depth, references[photo][1])["pearson"] == record["photos"][photo]["pearson"]
+    return record
 
 
 def test_shipped_small_model_runs_fully_on_the_gpu_in_fp16(gpu_record):
@@ -108,8 +112,8 @@ def test_a_graph_with_gather_nd_is_not_fully_accelerated_and_fails(stress_net, t
     report = graph_of(Call(lambda t: t + vit.interpolate_pos_encoding(t, *SMALL), vit), x, tmp_path, "posemb")
     assert report.op_histogram.get("GATHER_ND", 0) > 0
     refs = {p: (x.numpy(), x.numpy()) for p in PHOTOS}
-    record = run_on_gpu(tmp_path / "posemb.tflite", refs, DEFAULTS.gpu_min_pearson, DEFAULTS.gpu_max_mean_rel)
-    assert record["fully_accelerated"] is False and record["passed"] is False
+    record, depths = run_on_gpu(tmp_path / "posemb.tflite", refs, DEFAULTS.gpu_min_pearson, DEFAULTS.gpu_max_mean_rel)
+    assert record["fully_accelerated"] is False and record["passed"] is False and depths == {}
     assert record["gates"]["fully_accelerated"] == {"passed": False}
     assert "GATHER_ND" in record["rejected_ops"]
     assert any(f.startswith("not fully accelerated: ops the GPU delegate rejected run on the CPU (")

@@ -119,3 +119,25 @@ def test_cli_prints_a_report(small_tflite):
 def test_missing_file_is_an_error(bad, tmp_path):
     with pytest.raises((FileNotFoundError, OSError)):
         lint(tmp_path / bad, require_fp16=False)
+
+
+class MacOps(torch.nn.Module):
+    """A 3x3 conv, a depthwise 3x3 conv, a Linear on the last axis and a matmul: known MACs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.depthwise = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.fc = torch.nn.Linear(20, 16)
+
+    def forward(self, x):
+        y = self.fc(self.depthwise(self.conv(x)))  # [1, 8, 12, 16]
+        return y @ y.transpose(-1, -2)  # [1, 8, 12, 12]
+
+
+def test_macs_are_counted_from_the_graph(tmp_path):
+    report = lint(_convert(MacOps(), torch.randn(1, 3, 12, 20), tmp_path / "macs.tflite"), require_fp16=False)
+    conv, depthwise = 12 * 20 * 8 * 3 * 3 * 3, 12 * 20 * 8 * 3 * 3
+    fc, matmul = 8 * 12 * 16 * 20, 8 * 12 * 12 * 16
+    assert report.macs == conv + depthwise + fc + matmul, report.op_histogram
+    assert report.summary()["macs"] == report.macs

@@ -17,20 +17,12 @@ import argparse
 import os
 import subprocess
 import sys
-from pathlib import Path
+
+from da3_litert_farm.system_packages import os_release, run_install
 
 BACKPORTS = "deb http://deb.debian.org/debian bookworm-backports main"
 BACKPORTS_LIST = "/etc/apt/sources.list.d/bookworm-backports.list"
 PACKAGE = "mesa-vulkan-drivers"
-
-
-def os_release() -> dict[str, str]:
-    try:
-        lines = Path("/etc/os-release").read_text().splitlines()
-    except OSError:
-        return {}
-    pairs = (line.split("=", 1) for line in lines if "=" in line)
-    return {k: v.strip().strip('"') for k, v in pairs}
 
 
 def install_script(release: dict[str, str]) -> str | None:
@@ -94,11 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_setup: to install Mesa's software Vulkan driver (lavapipe), run:\n  sudo sh -c \"{script}\"\n"
               "then run this again.", file=sys.stderr)
         return 1
-    print(f"gpu_setup: installing {PACKAGE}: {script}")
-    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True)
-    if proc.returncode != 0:
-        print(f"gpu_setup: install failed ({proc.returncode}): {(proc.stdout + proc.stderr).strip()[-2000:]}",
-              file=sys.stderr)
+    if not run_install("gpu_setup", PACKAGE, script):
         return 1
     ok, detail = probe_in_subprocess()
     if not ok:

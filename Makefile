@@ -1,4 +1,4 @@
-# Two commands do all the set-up:  `make farm` builds the catalog, `make test` tests.
+# Two commands do all the set-up:  `make farm` builds the catalog and its report, `make test` tests.
 # Both create .venv on first use and install everything (pinned in pyproject.toml).
 PYTHON ?= python3
 VENV := .venv
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: farm test bench bench-install publish gpu-adapter clean-venv
+.PHONY: farm report test bench bench-install publish gpu-adapter browser clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
@@ -24,12 +24,21 @@ $(STAMP): pyproject.toml Makefile
 gpu-adapter: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.gpu_setup
 
+# The report's check opens it in headless Chromium: Debian's chromium + chromium-driver (root, apt).
+browser: $(STAMP)
+	$(BIN)/python -m da3_litert_farm.browser_setup
+
 farm: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.params
 	$(BIN)/python -m da3_litert_farm.gpu_setup --unless-skipped
 	$(BIN)/dvc repro
 
-test: gpu-adapter
+# The farm (artifacts/report/index.html is its last stage), then the page checked in headless
+# Chromium from disk, and its screenshot: artifacts/report/screenshot.png. Opens no window.
+report: farm browser
+	$(BIN)/python -m da3_litert_farm.report_check
+
+test: gpu-adapter browser
 	$(BIN)/python -m pytest
 
 # make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped;

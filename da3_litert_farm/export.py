@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             parser.error("give an ASPECT, or --program and --out")
         stats = export_program_file(program, out)
+        if args.aspect:
+            fileio.write_json(paths.export_report(aspect.name), {"aspect": aspect.name, **stats})
     except ParamsError as exc:
         print(f"export: {exc}", file=sys.stderr)
         return 1

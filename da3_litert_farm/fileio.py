@@ -52,6 +52,7 @@ def atomic_dir(target: Path | str) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         yield tmp
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; a normal folder is readable (static hosts)
         old = None
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))

@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         mono, report = patch_model(official, aspect.height, aspect.width,
                                    RewriteOptions(attention_query_chunk=plan.query_chunk))
         export_program(mono, paths.patched_program(aspect.name))
-        fileio.write_json(paths.patch_report(aspect.name), {"aspect": aspect.name, **report})
+        fileio.write_json(paths.patch_report(aspect.name),
+                          {"aspect": aspect.name, **report, "seconds": time.time() - started})
     except (ParamsError, CheckpointError, NotExactError) as exc:
         print(f"patch: {exc}", file=sys.stderr)
         return 1

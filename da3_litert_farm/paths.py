@@ -13,6 +13,12 @@ ARTIFACTS = Path("artifacts")
 CHECKPOINT_DIR = ARTIFACTS / "checkpoint"  # config.json + model.safetensors (Hub layout)
 PROVENANCE = CHECKPOINT_DIR / "provenance.json"
 CATALOG = ARTIFACTS / "catalog.json"
+REPORT_DIR = ARTIFACTS / "report"  # the report stage's page; `make report` adds its screenshot
+REPORT_PAGE = REPORT_DIR / "index.html"
+REPORT_IMAGES = REPORT_DIR / "images"
+REPORT_SCREENSHOT = REPORT_DIR / "screenshot.png"  # not a DVC output: written by the browser check
+SUMMARY = ARTIFACTS / "summary"  # <aspect>.json, a few figures each: what `dvc metrics show|diff` prints
+PLOTS = ARTIFACTS / "plots.json"  # one row per aspect: what `dvc plots show|diff` draws
 LOCAL_CHECKPOINTS = Path("checkpoints")  # where `source: local` checkpoints live (tracked by DVC)
 
 
@@ -32,6 +38,20 @@ def patch_report(aspect: str) -> Path:
     return aspect_dir(aspect) / "patch.json"
 
 
+def summary(aspect: str) -> Path:
+    return SUMMARY / f"{aspect}.json"
+
+
+def export_report(aspect: str) -> Path:
+    """Seconds, peak RSS and size of the conversion."""
+    return aspect_dir(aspect) / "export.json"
+
+
+def quantize_report(aspect: str) -> Path:
+    """Seconds and sizes of the FP16 weight quantization."""
+    return aspect_dir(aspect) / "quantize.json"
+
+
 def fp32_model(aspect: str) -> Path:
     return aspect_dir(aspect) / "model_fp32.tflite"
 
@@ -42,12 +62,12 @@ def fp16_model(aspect: str) -> Path:
 
 
 def metrics(aspect: str) -> Path:
-    """Validation numbers and verdict (DVC metrics)."""
+    """Validation numbers and verdict (all of them; artifacts/summary.json holds the headline figures)."""
     return aspect_dir(aspect) / "metrics.json"
 
 
 def gpu_metrics(aspect: str) -> Path:
-    """The shipped file on the GPU accelerator: adapter, residency, FP16 fidelity (DVC metrics)."""
+    """The shipped file on the GPU accelerator: adapter, residency, FP16 fidelity."""
     return aspect_dir(aspect) / "gpu.json"
 
 

@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     src, dst = paths.fp32_model(aspect.name), paths.fp16_model(aspect.name)
     quantize_fp16(src, dst)
+    fileio.write_json(paths.quantize_report(aspect.name), {
+        "aspect": aspect.name, "seconds": time.time() - started,
+        "fp32_bytes": src.stat().st_size, "fp16_bytes": dst.stat().st_size})
     print(f"quantize {aspect.name}: {src.stat().st_size / 1e6:.1f} MB FP32 -> {dst.stat().st_size / 1e6:.1f} MB "
           f"FP16 in {time.time() - started:.1f} s")
     return 0

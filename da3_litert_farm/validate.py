@@ -2,7 +2,7 @@
 
     python -m da3_litert_farm.validate 9x16
 
-Writes metrics.json (DVC metrics), lint.json (bound to the file's sha256) and depth.npz (the
+Writes metrics.json (every figure and the verdict), lint.json (bound to the file's sha256) and depth.npz (the
 official and the CPU depth map of each photo, float32 [1,1,H,W]), then fails if
 a gate fails: on any photo, Pearson below validation.min_pearson or mean relative error above
 validation.max_mean_rel (Pearson alone passes a depth map off by a factor or an offset); or
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         params, aspect = stage_aspect("validate", argv)
         metrics, lint_summary, maps = validate(aspect, params)
+        metrics["seconds"] = time.time() - started
     except (ParamsError, CheckpointError) as exc:
         print(f"validate: {exc}", file=sys.stderr)
         return 1

@@ -9,7 +9,7 @@ from da3_litert_farm import paths
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY = {"checkpoint": "checkpoint", "patch": "patch", "export": "export", "quantize": "quantize",
-         "validate": "validate", "gpu": "gpu", "catalog": "catalog"}
+         "validate": "validate", "gpu": "gpu", "catalog": "catalog", "report": "report"}
 DATA_FILES = {"catalog": {"da3_litert_farm/catalog.schema.json"}}
 
 
@@ -47,7 +47,7 @@ def test_every_stage_depends_on_exactly_the_code_it_runs():
 
 def _outs(stage):
     names = []
-    for section in ("outs", "metrics"):
+    for section in ("outs", "metrics", "plots"):
         for out in stage.get(section, []):
             names.append(next(iter(out)) if isinstance(out, dict) else out)
     return names
@@ -58,19 +58,22 @@ def test_outputs_are_the_paths_module():
     key = "${key}"
     assert _outs(s["checkpoint"]) == [paths.CHECKPOINT_DIR.as_posix()]
     assert _outs(s["patch"]) == [paths.patched_program(key).as_posix(), paths.patch_report(key).as_posix()]
-    assert _outs(s["export"]) == [paths.fp32_model(key).as_posix()]
-    assert _outs(s["quantize"]) == [paths.fp16_model(key).as_posix()]
+    assert _outs(s["export"]) == [paths.fp32_model(key).as_posix(), paths.export_report(key).as_posix()]
+    assert _outs(s["quantize"]) == [paths.fp16_model(key).as_posix(), paths.quantize_report(key).as_posix()]
     assert _outs(s["validate"]) == [paths.lint_report(key).as_posix(), paths.depth_maps(key).as_posix(),
                                     paths.metrics(key).as_posix()]
     assert _outs(s["gpu"]) == [paths.gpu_depth(key).as_posix(), paths.gpu_metrics(key).as_posix()]
     assert _outs(s["catalog"]) == [paths.CATALOG.as_posix()]
+    assert _outs(s["report"]) == [paths.REPORT_PAGE.as_posix(), paths.REPORT_IMAGES.as_posix(),
+                                  paths.PLOTS.as_posix(), paths.SUMMARY.as_posix()]
     assert paths.MODELS.as_posix() in s["catalog"]["deps"]
+    assert {paths.MODELS.as_posix(), paths.CATALOG.as_posix()} <= set(s["report"]["deps"])
     assert paths.LOCAL_CHECKPOINTS.as_posix() in s["checkpoint"]["deps"]
 
 
 def test_every_output_persists_so_failures_keep_the_last_good_files():
     for name, stage in dvc_stages().items():
-        for section in ("outs", "metrics"):
+        for section in ("outs", "metrics", "plots"):
             for out in stage.get(section, []):
                 assert isinstance(out, dict) and next(iter(out.values())).get("persist") is True, (name, out)
 
@@ -96,3 +99,15 @@ def test_stage_params_name_real_keys():
             node = params
             for part in key.replace("${key}", next(iter(params.aspects))).split("."):
                 node = node[part] if isinstance(node, dict) else getattr(node, part)
+
+
+def test_dvc_metrics_and_plots_read_only_the_summary():
+    """Every figure stays in the per-aspect JSON; `dvc metrics diff` shows only the headline ones."""
+    s = dvc_stages()
+    assert {name for name, stage in s.items() if "metrics" in stage} == {"report"}
+    assert not [name for name, stage in s.items() if "plots" in stage]  # only the top-level definitions
+    assert [next(iter(m)) for m in s["report"]["metrics"]] == [paths.SUMMARY.as_posix()]
+    doc = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    for plot in doc["plots"]:
+        (definition,) = plot.values()
+        assert definition["y"] == {paths.PLOTS.as_posix(): "aspect"}

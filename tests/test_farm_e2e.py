@@ -20,11 +20,14 @@ import jsonschema
 import numpy as np
 import pytest
 import yaml
+from PIL import Image
 
 from da3_litert_farm.catalog import validate_catalog
 from da3_litert_farm.fidelity import compare
 from da3_litert_farm.fileio import sha256_file
 from da3_litert_farm.params import load_params
+from da3_litert_farm.report_check import check_report
+from da3_litert_farm.report_images import as_plane, colorize, depth_scale
 from da3_litert_farm.weights import write_hub_layout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,7 +90,7 @@ def farm(tmp_path_factory, stress_net) -> Farm:
     farm.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "farm under test")
     ran, _ = farm.repro()
     assert ran == {"checkpoint", "patch@a", "patch@b", "export@a", "export@b", "quantize@a", "quantize@b",
-                   "validate@a", "validate@b", "gpu@a", "gpu@b", "catalog"}
+                   "validate@a", "validate@b", "gpu@a", "gpu@b", "catalog", "report"}
     return farm
 
 
@@ -119,10 +122,78 @@ def test_first_build_catalogs_every_aspect(farm):
         box = metrics["letterbox"]  # the square model's cost, on the official model
         assert box["square"] == [max(m["height"], m["width"])] * 2 and 0 < box["pearson_min"] <= 1
         assert box["mac_ratio_square_to_native"] > 1
-    proc = subprocess.run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], cwd=farm.root,
-                          env=farm.env, capture_output=True, text=True, check=True)
-    shown = json.dumps(json.loads(proc.stdout))
-    assert "artifacts/models/a/metrics.json" in shown and "artifacts/models/b/metrics.json" in shown
+
+
+def test_report_shows_what_the_stages_measured(farm):
+    catalog, report = farm.catalog(), farm.root / "artifacts" / "report"
+    page = (report / "index.html").read_text()
+    summary = {a: json.loads((farm.root / f"artifacts/summary/{a}.json").read_text()) for a in ("a", "b")}
+    assert sorted(p.name for p in (farm.root / "artifacts/summary").iterdir()) == ["a.json", "b.json"]
+    for m in catalog["models"]:
+        aspect, figures = m["aspect"], summary[m["aspect"]]
+        metrics = json.loads((farm.root / "artifacts/models" / aspect / "metrics.json").read_text())
+        assert figures["gpu_1_minus_pearson_ppm"] == (1 - m["gpu"]["pearson_min"]) * 1e6
+        assert figures["cpu_1_minus_pearson_ppm"] == (1 - m["fidelity"]["pearson_min"]) * 1e6
+        assert figures["letterbox_mac_ratio"] == metrics["letterbox"]["mac_ratio_square_to_native"]
+        assert f'<tr data-aspect="{aspect}"><td>{aspect}</td><td>{m["height"]} x {m["width"]}</td>' in page
+        assert m["sha256"][:12] in page
+        with np.load(farm.root / "artifacts/models" / aspect / "gpu_depth.npz") as gpu_maps:
+            for photo in m["gpu"]["photos"]:
+                for kind in ("input", "official", "shipped", "error"):
+                    assert f'src="images/{aspect}/{photo}-{kind}.png"' in page
+                    with Image.open(report / "images" / aspect / f"{photo}-{kind}.png") as picture:
+                        assert picture.size == (m["width"], m["height"])
+                # The shipped picture is the GPU's depth map in the official map's colour range.
+                with np.load(farm.root / "artifacts/models" / aspect / "depth.npz") as maps:
+                    scale = depth_scale(as_plane(maps[f"{photo}.official"]))
+                shown = np.asarray(Image.open(report / "images" / aspect / f"{photo}-shipped.png"))
+                assert np.array_equal(shown, colorize(as_plane(gpu_maps[photo]), scale))
+    assert page.count("shipped .tflite on the GPU accelerator, FP16") == 2 * 3
+    assert "STRESS WEIGHTS" not in page  # local weights: no banner
+    plots = json.loads((farm.root / "artifacts/plots.json").read_text())
+    assert plots == [{"aspect": a, **row} for a, row in summary.items()]
+
+
+def test_dvc_metrics_and_plots_show_the_summary(farm):
+    def dvc(*args):
+        proc = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=farm.root, env=farm.env,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    shown = json.loads(dvc("metrics", "show", "--json"))
+    (files,) = [rev["data"] for rev in shown.values()]
+    assert sorted(files) == ["artifacts/summary/a.json", "artifacts/summary/b.json"]
+    table = dvc("metrics", "show").splitlines()  # a header, then one row per aspect
+    assert [line.split()[0] for line in table[1:]] == ["artifacts/summary/a.json", "artifacts/summary/b.json"]
+    plots = json.loads(dvc("plots", "show", "--json"))["data"]
+    definitions = yaml.safe_load((farm.root / "dvc.yaml").read_text())["plots"]
+    assert set(plots) == {title for definition in definitions for title in definition}
+    for definition in definitions:
+        (title,) = definition
+        (plot,) = plots[title]
+        rows = plot["content"]["data"]["values"]
+        assert sorted(r["aspect"] for r in rows) == ["a", "b"], title
+        assert all(r[definition[title]["x"]] > 0 for r in rows)
+
+
+def test_report_opens_in_a_headless_browser(farm, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.report_check"], cwd=farm.root, env=farm.env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # 2 aspects x 3 photos x (4 pictures + 3 scale bars)
+    assert "no console error; 42 images decoded; 2 aspects listed" in proc.stdout
+    with Image.open(farm.root / "artifacts/report/screenshot.png") as shot:
+        assert shot.format == "PNG" and shot.width == 1400 and shot.height > 2000
+    # The check can fail: a copy of the page with one image gone.
+    broken = tmp_path / "report"
+    shutil.copytree(farm.root / "artifacts/report", broken)
+    (broken / "images/b/coffee-error.png").unlink()
+    problems, _ = check_report(broken / "index.html", farm.catalog(), screenshot=None)
+    assert any("ERR_FILE_NOT_FOUND" in p for p in problems), problems
+    assert "image images/b/coffee-error.png did not decode (naturalWidth 0)" in problems
+    problems, _ = check_report(broken / "index.html", {**farm.catalog(), "warning": "STRESS WEIGHTS"}, None)
+    assert any(p.startswith("stress warning on the page: None") for p in problems), problems
 
 
 def test_schema_rejects_a_broken_catalog(farm):
@@ -137,14 +208,25 @@ def test_schema_rejects_a_broken_catalog(farm):
 
 
 def test_adding_an_aspect_builds_only_that_aspect(farm):
+    farm.git("add", "-A")  # summary/ and plots.json are in git: `dvc metrics|plots diff` compare commits
+    farm.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "aspects a and b")
     before = {a: farm.file_hashes(a) for a in ("a", "b")}
     doc = farm.params
     doc["aspects"]["c"] = {"ratio": "1:1", "long_side": 112}
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"patch@c", "export@c", "quantize@c", "validate@c", "gpu@c", "catalog"}
+    assert ran == {"patch@c", "export@c", "quantize@c", "validate@c", "gpu@c", "catalog", "report"}
     assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "b", "c"]
     assert {a: farm.file_hashes(a) for a in ("a", "b")} == before
+    diff = json.loads(subprocess.run([sys.executable, "-m", "dvc", "metrics", "diff", "HEAD", "--json"], cwd=farm.root,
+                                     env=farm.env, capture_output=True, text=True, check=True).stdout)
+    assert list(diff) == ["artifacts/summary/c.json"]  # a and b unchanged
+    assert diff["artifacts/summary/c.json"]["megabytes"]["old"] is None
+    plots = json.loads(subprocess.run([sys.executable, "-m", "dvc", "plots", "diff", "HEAD", "--json"], cwd=farm.root,
+                                      env=farm.env, capture_output=True, text=True, check=True).stdout)["data"]
+    (plot,) = plots["Size of the shipped file in MB"]
+    drawn = sorted((row["rev"], row["aspect"]) for row in plot["content"]["data"]["values"])
+    assert drawn == [("HEAD", "a"), ("HEAD", "b"), ("workspace", "a"), ("workspace", "b"), ("workspace", "c")]
     ran, output = farm.repro()
     assert ran == set(), output
     assert "up to date" in output
@@ -155,7 +237,7 @@ def test_editing_validation_reruns_only_validation_and_catalog(farm):
     doc["validation"]["photos"] = ["astronaut", "coffee", "rocket"]
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"validate@a", "validate@b", "validate@c", "gpu@a", "gpu@b", "gpu@c", "catalog"}
+    assert ran == {"validate@a", "validate@b", "validate@c", "gpu@a", "gpu@b", "gpu@c", "catalog", "report"}
     assert set(farm.catalog()["models"][0]["fidelity"]["photos"]) == {"astronaut", "coffee", "rocket"}
     assert set(farm.catalog()["models"][0]["gpu"]["photos"]) == {"astronaut", "coffee", "rocket"}
 
@@ -219,8 +301,9 @@ def test_removed_aspect_vanishes_from_catalog_and_disk(farm):
     del doc["aspects"]["b"]
     farm.set_params(doc)
     ran, output = farm.repro()
-    assert ran == {"catalog"}, output
+    assert ran == {"catalog", "report"}, output
     assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "c"]
+    assert sorted(p.name for p in (farm.root / "artifacts/summary").iterdir()) == ["a.json", "c.json"]
     assert not (farm.root / "artifacts" / "models" / "b").exists()
     assert "removed artifacts/models/b" in output
     lock = yaml.safe_load((farm.root / "dvc.lock").read_text())["stages"]

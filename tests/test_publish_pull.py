@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from da3_litert_farm.fileio import sha256_file
+from da3_litert_farm.report_check import check_report
 from tests.test_farm_e2e import Farm, repo_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,6 +102,14 @@ def test_a_skipped_gpu_check_is_visible_in_the_catalog(published):
     _, farm = published
     for m in farm.catalog()["models"]:
         assert m["gpu"] == {"checked": False, "reason": "validation.gpu is 'skip' in params.yaml"}
+    # The report draws the CPU's depth instead, and says so; the stress banner is on top.
+    page = (farm.root / "artifacts/report/index.html").read_text()
+    assert page.count("shipped .tflite on the CPU (XNNPACK): the GPU check was skipped") == 3 * 3
+    assert "GPU accelerator, FP16" not in page
+    assert '<div class="warning" role="alert" id="warning">STRESS WEIGHTS' in page
+    assert page.count("<td>skipped: validation.gpu is &#x27;skip&#x27; in params.yaml</td>") == 3
+    problems, _ = check_report(farm.root / "artifacts/report/index.html", farm.catalog(), screenshot=None)
+    assert problems == []
 
 
 def test_publish_pushed_files_tagged_and_declared_artifacts(published):
@@ -138,7 +147,8 @@ def test_publish_refusals(published):
     doc["aspects"]["16x9"] = {"ratio": "16:9", "long_side": 140}
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"patch@16x9", "export@16x9", "quantize@16x9", "validate@16x9", "gpu@16x9", "catalog"}
+    assert ran == {"patch@16x9", "export@16x9", "quantize@16x9", "validate@16x9", "gpu@16x9", "catalog",
+                   "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "16x9 at long side 140")
     out = run(sys.executable, "-m", "da3_litert_farm.publish", *ALLOW, cwd=farm.root, env=farm.env, ok=False)
@@ -147,7 +157,7 @@ def test_publish_refusals(published):
 
     doc["catalog"]["version"] = "0.2.0"
     farm.set_params(doc)
-    assert farm.repro()[0] == {"catalog"}
+    assert farm.repro()[0] == {"catalog", "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.2.0")
     assert "published da3-small-litert 0.2.0" in run(sys.executable, "-m", "da3_litert_farm.publish", *ALLOW,
@@ -324,7 +334,7 @@ def test_publish_is_all_or_nothing_at_each_failure_point(published):
     doc = farm.params
     doc["catalog"]["version"] = "0.3.0"
     farm.set_params(doc)
-    assert farm.repro()[0] == {"catalog"}
+    assert farm.repro()[0] == {"catalog", "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.3.0")
     publish = [sys.executable, "-m", "da3_litert_farm.publish", *ALLOW]

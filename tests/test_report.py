@@ -1,0 +1,47 @@
+"""The report's pictures and its failure path (the page itself is tested on a real farm in test_farm_e2e)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+from matplotlib import colormaps
+
+from da3_litert_farm.fidelity import compare
+from da3_litert_farm.report_images import Scale, colorize, depth_scale, error_scale, relative_error, scale_bar
+
+
+def test_the_error_map_is_the_map_behind_the_mean_relative_error():
+    rng = np.random.default_rng(0)
+    official = rng.uniform(0.5, 20.0, (1, 1, 14, 28))
+    shipped = official * (1 + rng.normal(0, 1e-3, official.shape))
+    error = relative_error(shipped, official)
+    assert error.mean() == compare(shipped, official)["mean_rel_error"]
+    scale = error_scale(error)
+    assert (scale.low, scale.high) == (0.0, error.max())
+
+
+def test_colours_run_from_low_to_high_and_clip_outside():
+    scale = Scale("inferno", 2.0, 4.0)
+    rgb = colorize(np.array([[1.0, 2.0, 3.0, 4.0, 9.0]]), scale)
+    ends = colormaps["inferno"]([0.0, 1.0], bytes=True)[:, :3]
+    assert rgb.dtype == np.uint8 and rgb.shape == (1, 5, 3)
+    assert (rgb[0, 0] == ends[0]).all() and (rgb[0, 1] == ends[0]).all()  # below the range: the low colour
+    assert (rgb[0, 3] == ends[1]).all() and (rgb[0, 4] == ends[1]).all()  # above: the high colour
+    bar = scale_bar("inferno")
+    assert (bar[:, 0] == ends[0]).all() and (bar[:, -1] == ends[1]).all()
+
+
+def test_depth_colours_ignore_the_extreme_percent():
+    depth = np.concatenate([np.linspace(1.0, 2.0, 995), np.full(5, 1000.0)])
+    scale = depth_scale(depth)
+    assert 1.0 < scale.low < 1.05 and scale.high < 3.0  # one far outlier does not wash out the map
+
+
+def test_without_a_catalog_the_report_says_what_to_run_and_writes_nothing(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.report"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "report: artifacts/catalog.json is missing: run `dvc repro`" in proc.stderr
+    assert list(tmp_path.iterdir()) == []

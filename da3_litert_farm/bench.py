@@ -26,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from da3_litert_farm.fidelity import TFLiteModel, compare, fidelity_per_photo
+from da3_litert_farm.agreement import compare
+from da3_litert_farm.fidelity import TFLiteModel, fidelity_per_photo
 from da3_litert_farm.gpu_lint import lint
 from da3_litert_farm.gpu_runtime import GpuModel
 from da3_litert_farm.mono_depth import MonoDepth, RewriteOptions

@@ -14,25 +14,11 @@ import numpy as np
 import torch
 from ai_edge_litert.interpreter import Interpreter
 
+from da3_litert_farm.agreement import compare
 from da3_litert_farm.official import official_depth
 from da3_litert_farm.photos import load_photo_tensor
 
 METRICS = ("pearson", "cosine", "max_abs_error", "mean_rel_error")
-
-
-def compare(pred: np.ndarray, ref: np.ndarray) -> dict[str, float]:
-    """Agreement of a depth map with the reference (float64 math)."""
-    p = np.asarray(pred, np.float64).ravel()
-    r = np.asarray(ref, np.float64).ravel()
-    if p.shape != r.shape:
-        raise ValueError(f"shape mismatch: {pred.shape} vs {ref.shape}")
-    pc, rc = p - p.mean(), r - r.mean()
-    return {
-        "pearson": float(pc @ rc / np.sqrt((pc @ pc) * (rc @ rc))),
-        "cosine": float(p @ r / np.sqrt((p @ p) * (r @ r))),
-        "max_abs_error": float(np.abs(p - r).max()),
-        "mean_rel_error": float(np.mean(np.abs(p - r) / np.maximum(np.abs(r), 1e-12))),
-    }
 
 
 class TFLiteModel:

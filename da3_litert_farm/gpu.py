@@ -27,7 +27,8 @@ import numpy as np
 
 from da3_litert_farm import fileio, paths
 from da3_litert_farm.aspects import Aspect
-from da3_litert_farm.fidelity import compare, gate_fidelity
+from da3_litert_farm.agreement import compare
+from da3_litert_farm.fidelity import gate_fidelity
 from da3_litert_farm.gpu_runtime import Adapter, GpuError, GpuModel
 from da3_litert_farm.official import CheckpointError, official_depth
 from da3_litert_farm.params import ParamsError, ValidationParams, stage_aspect

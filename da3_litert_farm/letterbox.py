@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from da3_litert_farm.fidelity import compare
+from da3_litert_farm.agreement import compare
 from da3_litert_farm.official import official_depth
 from da3_litert_farm.photos import load_photo_tensor
 

@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from da3_litert_farm import fileio, paths
+from da3_litert_farm.agreement import relative_error
 from da3_litert_farm.photos import cover_and_center_crop, load_photo
 from da3_litert_farm.report_images import (ERROR_COLORS, Scale, as_plane, colorize, depth_scale, error_scale,
-                                           relative_error, scale_bar, write_png)
+                                           scale_bar, write_png)
 
 STAGES = ("patch", "export", "quantize", "validate", "gpu")
 IMAGES = paths.REPORT_IMAGES.relative_to(paths.REPORT_DIR).as_posix()  # the page links its images relative to itself
@@ -45,23 +46,22 @@ def read_json(path: Path) -> dict:
         raise ReportError(f"{path} is missing: run `dvc repro` (the report shows what the stages recorded)") from None
 
 
-def stage_seconds(aspect: str) -> dict[str, float | None]:
+def stage_seconds(aspect: str, metrics: dict, gpu: dict) -> dict[str, float | None]:
     """Wall time of each per-aspect stage as it recorded it (None: not recorded by this build)."""
-    records = {"patch": paths.patch_report(aspect), "export": paths.export_report(aspect),
-               "quantize": paths.quantize_report(aspect), "validate": paths.metrics(aspect),
-               "gpu": paths.gpu_metrics(aspect)}
-    seconds = {}
-    for stage, path in records.items():
-        seconds[stage] = json.loads(path.read_text()).get("seconds") if path.exists() else None
-    return seconds
+    def seconds(path: Path) -> float | None:
+        return json.loads(path.read_text()).get("seconds") if path.exists() else None
+
+    return {"patch": seconds(paths.patch_report(aspect)), "export": seconds(paths.export_report(aspect)),
+            "quantize": seconds(paths.quantize_report(aspect)), "validate": metrics.get("seconds"),
+            "gpu": gpu.get("seconds")}
 
 
 def aspect_record(model: dict) -> dict:
     """Everything the page and the DVC files show about one catalogued model."""
     name = model["aspect"]
-    metrics = read_json(paths.metrics(name))
-    return {"model": model, "metrics": metrics, "gpu": read_json(paths.gpu_metrics(name)),
-            "macs": read_json(paths.lint_report(name))["macs"], "seconds": stage_seconds(name)}
+    metrics, gpu = read_json(paths.metrics(name)), read_json(paths.gpu_metrics(name))
+    return {"model": model, "metrics": metrics, "gpu": gpu, "macs": read_json(paths.lint_report(name))["macs"],
+            "seconds": stage_seconds(name, metrics, gpu)}
 
 
 def summary(records: list[dict]) -> dict:

@@ -33,11 +33,6 @@ def depth_scale(official: np.ndarray) -> Scale:
     return Scale(DEPTH_COLORS, float(low), float(max(high, low + 1e-12)))
 
 
-def relative_error(shipped: np.ndarray, official: np.ndarray) -> np.ndarray:
-    """|shipped - official| / |official| per pixel: the map behind the catalog's mean relative error."""
-    return np.abs(shipped.astype(np.float64) - official) / np.maximum(np.abs(official), 1e-12)
-
-
 def error_scale(error: np.ndarray) -> Scale:
     """From no error to the largest error in the map (so the worst pixel is the brightest)."""
     return Scale(ERROR_COLORS, 0.0, float(max(error.max(), 1e-12)))

@@ -23,7 +23,7 @@ import yaml
 from PIL import Image
 
 from da3_litert_farm.catalog import validate_catalog
-from da3_litert_farm.fidelity import compare
+from da3_litert_farm.agreement import compare
 from da3_litert_farm.fileio import sha256_file
 from da3_litert_farm.params import load_params
 from da3_litert_farm.report_check import check_report

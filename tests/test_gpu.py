@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from da3_litert_farm.fidelity import compare, gate_fidelity
+from da3_litert_farm.agreement import compare
+from da3_litert_farm.fidelity import gate_fidelity
 from da3_litert_farm.gpu import GATE_KEYS, run_on_gpu
 from da3_litert_farm.gpu_runtime import GpuModel, probe, probe_model_bytes, wait_until_cpu_idle
 from da3_litert_farm.official import official_depth

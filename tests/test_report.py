@@ -7,8 +7,8 @@ import sys
 import numpy as np
 from matplotlib import colormaps
 
-from da3_litert_farm.fidelity import compare
-from da3_litert_farm.report_images import Scale, colorize, depth_scale, error_scale, relative_error, scale_bar
+from da3_litert_farm.agreement import compare, relative_error
+from da3_litert_farm.report_images import Scale, colorize, depth_scale, error_scale, scale_bar
 
 
 def test_the_error_map_is_the_map_behind_the_mean_relative_error():

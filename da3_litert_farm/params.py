@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
 
+from da3_litert_farm import fileio, paths
 from da3_litert_farm.aspects import Aspect, AspectError, check_long_side, plan_aspect
 from da3_litert_farm.gpu_memory import MAX_TENSOR_MIB, MIB, MIN_TENSOR_MIB, plan_tensors
 from da3_litert_farm.photos import PHOTOS
@@ -76,7 +77,7 @@ class Params:
         return self.aspects[name]
 
 
-def load_params(path: Path | str = PARAMS_FILE) -> Params:
+def load_params(path: Path | str = PARAMS_FILE, checkpoint_files: bool = True) -> Params:
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -84,11 +85,16 @@ def load_params(path: Path | str = PARAMS_FILE) -> Params:
         raise ParamsError(f"{path} not found: run from the repository root") from None
     except yaml.YAMLError as exc:
         raise ParamsError(f"{path} is not valid YAML: {exc}") from None
-    return parse_params(raw, base_dir=path.resolve().parent)
+    return parse_params(raw, base_dir=path.resolve().parent, checkpoint_files=checkpoint_files)
 
 
-def parse_params(raw: object, base_dir: Path = Path(".")) -> Params:
-    """Validate a parsed params.yaml document; relative paths resolve against base_dir."""
+def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool = True) -> Params:
+    """Validate a parsed params.yaml document; relative paths resolve against base_dir.
+
+    checkpoint_files=False skips checking that a local checkpoint's files exist: the
+    per-aspect stages read the weights from artifacts/checkpoint, and a parallel build's
+    workers have that, not the local checkpoint.
+    """
     top = _mapping("top level", raw, _TOP_KEYS, required=_TOP_KEYS)
     try:
         long_side = check_long_side(top["long_side"])
@@ -97,7 +103,7 @@ def parse_params(raw: object, base_dir: Path = Path(".")) -> Params:
         raise ParamsError(str(exc)) from None
     max_tensor_mib = _max_tensor_mib(top["max_tensor_mib"], aspects)
     return Params(
-        checkpoint=_checkpoint(top["checkpoint"], base_dir),
+        checkpoint=_checkpoint(top["checkpoint"], base_dir, checkpoint_files),
         long_side=long_side,
         max_tensor_mib=max_tensor_mib,
         aspects=aspects,
@@ -136,7 +142,7 @@ def _aspects(raw: object, long_side: int) -> dict[str, Aspect]:
     return aspects
 
 
-def _checkpoint(raw: object, base_dir: Path) -> CheckpointParams:
+def _checkpoint(raw: object, base_dir: Path, check_files: bool = True) -> CheckpointParams:
     c = _mapping("checkpoint", raw, _CHECKPOINT_KEYS, required=("source",))
     source = c["source"]
     if source not in SOURCES:
@@ -153,7 +159,7 @@ def _checkpoint(raw: object, base_dir: Path) -> CheckpointParams:
             raise ParamsError("checkpoint.path: source 'local' needs a directory holding "
                               f"{' + '.join(HUB_FILES)}")
         directory = (base_dir / path)
-        missing = [f for f in HUB_FILES if not (directory / f).is_file()]
+        missing = [f for f in HUB_FILES if not (directory / f).is_file()] if check_files else []
         if missing:
             raise ParamsError(f"checkpoint.path: {path!r} lacks {missing}; a local checkpoint is a "
                               f"directory in the Hub layout ({' + '.join(HUB_FILES)})")
@@ -223,20 +229,39 @@ def _catalog(raw: object) -> CatalogParams:
 
 
 def stage_aspect(stage: str, argv: list[str]) -> tuple[Params, Aspect]:
-    """Params and the one aspect a per-aspect stage runs for: `python -m stages.<stage> ASPECT`."""
+    """Params and the one aspect a per-aspect stage runs for: `python -m da3_litert_farm.<stage> ASPECT`."""
     if len(argv) != 1:
-        raise ParamsError(f"usage: python -m stages.{stage} ASPECT (one of the aspects in params.yaml)")
-    params = load_params()
+        raise ParamsError(f"usage: python -m da3_litert_farm.{stage} ASPECT (one of the aspects in params.yaml)")
+    params = load_params(checkpoint_files=False)
     return params, params.aspect(argv[0])
 
 
-def main() -> int:
-    """`python -m da3_litert_farm.params`: check params.yaml and print the planned shapes."""
+def write_checked(params: Params) -> None:
+    """The `params` stage's outputs: what each aspect's chain and the checkpoint stage were checked to read."""
+    with fileio.atomic_dir(paths.CHECKED_PARAMS) as tmp:
+        fileio.write_json(tmp / paths.CHECKED_CHECKPOINT.name, asdict(params.checkpoint))
+        for a in params.aspects.values():
+            fileio.write_json(tmp / paths.checked_aspect(a.name).name,
+                              {"aspect": a.name, "ratio": a.ratio, "height": a.height, "width": a.width,
+                               "max_tensor_mib": params.max_tensor_mib})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m da3_litert_farm.params [--write]`: check params.yaml and print the planned shapes.
+
+    --write (the `params` stage): also write the checked copy under artifacts/params/.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    if argv not in ([], ["--write"]):
+        print("usage: python -m da3_litert_farm.params [--write]", file=sys.stderr)
+        return 2
     try:
         params = load_params()
     except ParamsError as exc:
         print(f"params.yaml: {exc}", file=sys.stderr)
         return 1
+    if argv:
+        write_checked(params)
     for a in params.aspects.values():
         plan = plan_tensors(a.height, a.width, params.max_tensor_mib * MIB)
         chunked = f", attention in chunks of {plan.query_chunk} queries" if plan.query_chunk else ""

@@ -10,6 +10,11 @@ from pathlib import Path
 DVC_FILE = Path("dvc.yaml")
 LOCK_FILE = Path("dvc.lock")
 ARTIFACTS = Path("artifacts")
+# The `params` stage's checked copy of params.yaml: one file per aspect (its shape) plus the
+# checkpoint settings. Every stage that changes anything depends on one of them, so DVC runs
+# the check first and a bad params.yaml stops the farm before any output is removed.
+CHECKED_PARAMS = ARTIFACTS / "params"
+CHECKED_CHECKPOINT = CHECKED_PARAMS / "checkpoint.json"
 CHECKPOINT_DIR = ARTIFACTS / "checkpoint"  # config.json + model.safetensors (Hub layout)
 PROVENANCE = CHECKPOINT_DIR / "provenance.json"
 CATALOG = ARTIFACTS / "catalog.json"
@@ -27,6 +32,10 @@ MODELS = ARTIFACTS / "models"  # one folder per aspect; the catalog stage depend
 
 def aspect_dir(aspect: str) -> Path:
     return MODELS / aspect
+
+
+def checked_aspect(aspect: str) -> Path:
+    return CHECKED_PARAMS / f"{aspect}.json"
 
 
 def patched_program(aspect: str) -> Path:

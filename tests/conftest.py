@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -17,6 +18,8 @@ from da3_litert_farm.mono_depth import MonoDepth
 from da3_litert_farm.quantize import quantize_fp16
 from da3_litert_farm.stress import stress_model
 from da3_litert_farm.weights import write_hub_layout
+
+from tests.farm_repo import SMALL_ASPECTS, Farm, chain, new_farm
 
 SMALL = (126, 224)  # H x W: 9 x 16 patches, landscape
 
@@ -57,3 +60,19 @@ def small_tflite(tmp_path_factory, stress_net):
     convert_to_tflite(mono, *SMALL, fp32)
     quantize_fp16(fp32, fp16)
     return fp32, fp16
+
+
+@dataclass(frozen=True)
+class FirstBuild:
+    farm: Farm  # test_farm_e2e goes on editing it
+    lock: dict  # dvc.lock and the catalog as the first `dvc repro` left them
+    catalog: dict
+
+
+@pytest.fixture(scope="session")
+def first_build(tmp_path_factory, stress_net) -> FirstBuild:
+    """Two small aspects built from nothing by a plain sequential `dvc repro`."""
+    farm = new_farm(tmp_path_factory.mktemp("farm"), stress_net, SMALL_ASPECTS)
+    ran, _ = farm.repro()
+    assert ran == {"params", "checkpoint", "catalog", "report"} | chain("a", "b")
+    return FirstBuild(farm, farm.lock(), farm.catalog())

@@ -8,7 +8,7 @@ import yaml
 from da3_litert_farm import paths
 
 REPO = Path(__file__).resolve().parents[1]
-ENTRY = {"checkpoint": "checkpoint", "patch": "patch", "export": "export", "quantize": "quantize",
+ENTRY = {"params": "params", "checkpoint": "checkpoint", "patch": "patch", "export": "export", "quantize": "quantize",
          "validate": "validate", "gpu": "gpu", "catalog": "catalog", "report": "report"}
 DATA_FILES = {"catalog": {"da3_litert_farm/catalog.schema.json"}}
 
@@ -56,6 +56,7 @@ def _outs(stage):
 def test_outputs_are_the_paths_module():
     s = dvc_stages()
     key = "${key}"
+    assert _outs(s["params"]) == [paths.CHECKED_PARAMS.as_posix()]
     assert _outs(s["checkpoint"]) == [paths.CHECKPOINT_DIR.as_posix()]
     assert _outs(s["patch"]) == [paths.patched_program(key).as_posix(), paths.patch_report(key).as_posix()]
     assert _outs(s["export"]) == [paths.fp32_model(key).as_posix(), paths.export_report(key).as_posix()]
@@ -71,11 +72,26 @@ def test_outputs_are_the_paths_module():
     assert paths.LOCAL_CHECKPOINTS.as_posix() in s["checkpoint"]["deps"]
 
 
-def test_every_output_persists_so_failures_keep_the_last_good_files():
-    for name, stage in dvc_stages().items():
-        for section in ("outs", "metrics", "plots"):
-            for out in stage.get(section, []):
-                assert isinstance(out, dict) and next(iter(out.values())).get("persist") is True, (name, out)
+def test_only_the_params_check_persists_so_dvc_run_caches_every_build_stage():
+    """DVC never run-caches a stage with a persistent output (dvc/stage/cache.py `_can_hash`)."""
+    persistent = {(name, next(iter(out))) for name, stage in dvc_stages().items()
+                  for section in ("outs", "metrics", "plots") for out in stage.get(section, [])
+                  if isinstance(out, dict) and next(iter(out.values())).get("persist")}
+    assert persistent == {("params", paths.CHECKED_PARAMS.as_posix())}
+
+
+def test_the_params_check_runs_before_any_stage_that_removes_outputs():
+    """Every other stage depends, directly or through its inputs, on a file the `params` stage writes."""
+    s = dvc_stages()
+    assert set(s["params"]["params"]) == {"checkpoint", "long_side", "max_tensor_mib", "aspects", "validation",
+                                          "catalog"}
+    assert paths.CHECKED_CHECKPOINT.as_posix() in s["checkpoint"]["deps"]
+    assert paths.checked_aspect("${key}").as_posix() in s["patch"]["deps"]
+    upstream = {"export": paths.patched_program, "quantize": paths.fp32_model, "validate": paths.fp16_model,
+                "gpu": paths.fp16_model}
+    for name, made_by_earlier_stage in upstream.items():
+        assert made_by_earlier_stage("${key}").as_posix() in s[name]["deps"], name
+    assert paths.MODELS.as_posix() in s["catalog"]["deps"] and paths.CATALOG.as_posix() in s["report"]["deps"]
 
 
 def test_per_aspect_stages_read_only_their_aspect():

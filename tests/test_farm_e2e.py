@@ -9,12 +9,10 @@ the farm as the next one expects (two aspects a and b, plus c from the second te
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -28,70 +26,11 @@ from da3_litert_farm.fileio import sha256_file
 from da3_litert_farm.params import load_params
 from da3_litert_farm.report_check import check_report
 from da3_litert_farm.report_images import as_plane, colorize, depth_scale
-from da3_litert_farm.weights import write_hub_layout
-
-REPO = Path(__file__).resolve().parents[1]
-SMALL_ASPECTS = {"a": {"height": 126, "width": 224}, "b": {"ratio": "9:16", "long_side": 224}}
-
-
-def repo_files() -> list[str]:
-    """The files a fresh clone has (tracked, plus new files git does not ignore)."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
-                         capture_output=True, text=True).stdout
-    return [f for f in out.splitlines() if (REPO / f).is_file() and not f.startswith(("artifacts/", "tests/"))]
-
-
-class Farm:
-    def __init__(self, root: Path):
-        self.root = root
-        self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                    "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1"}
-
-    def git(self, *args) -> str:
-        return subprocess.run(["git", *args], cwd=self.root, check=True, capture_output=True, text=True).stdout
-
-    def repro(self, expect_ok: bool = True) -> tuple[set[str], str]:
-        """Run `dvc repro`; return the stages that ran and the combined output."""
-        proc = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=self.root, env=self.env,
-                              capture_output=True, text=True)
-        output = proc.stdout + proc.stderr
-        assert (proc.returncode == 0) == expect_ok, output[-4000:]
-        return set(re.findall(r"Running stage '([^']+)'", output)), output
-
-    @property
-    def params(self) -> dict:
-        return yaml.safe_load((self.root / "params.yaml").read_text())
-
-    def set_params(self, doc: dict) -> None:
-        (self.root / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-
-    def catalog(self) -> dict:
-        return json.loads((self.root / "artifacts" / "catalog.json").read_text())
-
-    def file_hashes(self, aspect: str) -> dict[str, str]:
-        folder = self.root / "artifacts" / "models" / aspect
-        return {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
-
+from tests.farm_repo import REPO, Farm, chain, restored_stages
 
 @pytest.fixture(scope="module")
-def farm(tmp_path_factory, stress_net) -> Farm:
-    root = tmp_path_factory.mktemp("farm")
-    for f in repo_files():
-        (root / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / f, root / f)
-    write_hub_layout(root / "checkpoints" / "stress", stress_net)
-    farm = Farm(root)
-    doc = farm.params
-    doc["checkpoint"].update(source="local", path="checkpoints/stress")
-    doc["aspects"] = dict(SMALL_ASPECTS)
-    farm.set_params(doc)
-    farm.git("init", "-q")
-    farm.git("add", "-A")
-    farm.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "farm under test")
-    ran, _ = farm.repro()
-    assert ran == {"checkpoint", "patch@a", "patch@b", "export@a", "export@b", "quantize@a", "quantize@b",
-                   "validate@a", "validate@b", "gpu@a", "gpu@b", "catalog", "report"}
-    return farm
+def farm(first_build) -> Farm:
+    return first_build.farm
 
 
 def test_first_build_catalogs_every_aspect(farm):
@@ -215,7 +154,7 @@ def test_adding_an_aspect_builds_only_that_aspect(farm):
     doc["aspects"]["c"] = {"ratio": "1:1", "long_side": 112}
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"patch@c", "export@c", "quantize@c", "validate@c", "gpu@c", "catalog", "report"}
+    assert ran == {"params", "catalog", "report"} | chain("c")
     assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "b", "c"]
     assert {a: farm.file_hashes(a) for a in ("a", "b")} == before
     diff = json.loads(subprocess.run([sys.executable, "-m", "dvc", "metrics", "diff", "HEAD", "--json"], cwd=farm.root,
@@ -237,13 +176,27 @@ def test_editing_validation_reruns_only_validation_and_catalog(farm):
     doc["validation"]["photos"] = ["astronaut", "coffee", "rocket"]
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"validate@a", "validate@b", "validate@c", "gpu@a", "gpu@b", "gpu@c", "catalog", "report"}
+    assert ran == {"params", "validate@a", "validate@b", "validate@c", "gpu@a", "gpu@b", "gpu@c", "catalog", "report"}
     assert set(farm.catalog()["models"][0]["fidelity"]["photos"]) == {"astronaut", "coffee", "rocket"}
     assert set(farm.catalog()["models"][0]["gpu"]["photos"]) == {"astronaut", "coffee", "rocket"}
 
 
+def last_good_comes_back(farm, good_params: dict, before: dict, failed: str) -> None:
+    """The promise a failed stage keeps: undo the edit, `dvc repro` restores the last good build
+    from the run-cache without running anything, byte for byte, and it is what the catalog lists."""
+    farm.set_params(good_params)
+    ran, output = farm.repro()
+    assert ran == {"params"}, output  # the check; everything else from the run-cache
+    assert failed in restored_stages(output)
+    assert {a: farm.file_hashes(a) for a in before} == before
+    for m in farm.catalog()["models"]:
+        assert sha256_file(farm.root / m["file"]) == m["sha256"]
+
+
 def test_a_failed_gate_is_never_catalogued(farm):
     catalog_before = (farm.root / "artifacts" / "catalog.json").read_bytes()
+    before = {a: farm.file_hashes(a) for a in ("a", "b", "c")}
+    good = farm.params
     doc = farm.params
     doc["validation"]["min_pearson"] = 1.0  # no FP16 model reaches exactly 1
     farm.set_params(doc)
@@ -251,13 +204,14 @@ def test_a_failed_gate_is_never_catalogued(farm):
     assert "catalog" not in ran
     assert re.search(r"validate \w: FAILED pearson 0\.\d+ on photo '\w+' < gate validation.min_pearson 1\.0", output)
     assert (farm.root / "artifacts" / "catalog.json").read_bytes() == catalog_before
-    doc["validation"]["min_pearson"] = 0.99999
-    farm.set_params(doc)
-    farm.repro()
+    failed = re.search(r"validate (\w): FAILED", output).group(1)
+    last_good_comes_back(farm, good, before, f"validate@{failed}")
 
 
 def test_a_failed_gpu_gate_is_never_catalogued(farm):
     catalog_before = (farm.root / "artifacts" / "catalog.json").read_bytes()
+    before = {a: farm.file_hashes(a) for a in ("a", "b", "c")}
+    good = farm.params
     doc = farm.params
     doc["validation"]["gpu_min_pearson"] = 1.0  # FP16 arithmetic never reaches exactly 1
     farm.set_params(doc)
@@ -265,9 +219,9 @@ def test_a_failed_gpu_gate_is_never_catalogued(farm):
     assert "catalog" not in ran and not ran & {"validate@a", "validate@b", "validate@c"}
     assert re.search(r"gpu \w: FAILED pearson 0\.\d+ on photo '\w+' < gate validation.gpu_min_pearson 1\.0", output)
     assert (farm.root / "artifacts" / "catalog.json").read_bytes() == catalog_before
-    doc["validation"]["gpu_min_pearson"] = load_params(REPO / "params.yaml").validation.gpu_min_pearson
-    farm.set_params(doc)
-    farm.repro()
+    assert good["validation"]["gpu_min_pearson"] == load_params(REPO / "params.yaml").validation.gpu_min_pearson
+    failed = re.search(r"gpu (\w): FAILED", output).group(1)
+    last_good_comes_back(farm, good, before, f"gpu@{failed}")
 
 
 @pytest.mark.parametrize(
@@ -289,19 +243,20 @@ def test_bad_params_fail_fast_and_touch_nothing(farm, edit, message):
     check = subprocess.run([sys.executable, "-m", "da3_litert_farm.params"], cwd=farm.root, env=farm.env,
                            capture_output=True, text=True)
     assert check.returncode != 0 and message in check.stderr
-    _, output = farm.repro(expect_ok=False)
-    assert message in output
+    ran, output = farm.repro(expect_ok=False)
+    assert ran == {"params"} and message in output  # the check stops DVC before it removes any output
     assert {a: farm.file_hashes(a) for a in ("a", "b", "c")} == before
     assert (farm.root / "artifacts" / "catalog.json").read_bytes() == catalog_before
     farm.set_params(good)
 
 
-def test_removed_aspect_vanishes_from_catalog_and_disk(farm):
+def test_removed_aspect_vanishes_from_catalog_and_disk_and_comes_back_from_the_run_cache(farm):
+    b_files = farm.file_hashes("b")
     doc = farm.params
-    del doc["aspects"]["b"]
+    b = doc["aspects"].pop("b")
     farm.set_params(doc)
     ran, output = farm.repro()
-    assert ran == {"catalog", "report"}, output
+    assert ran == {"params", "catalog", "report"}, output
     assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "c"]
     assert sorted(p.name for p in (farm.root / "artifacts/summary").iterdir()) == ["a.json", "c.json"]
     assert not (farm.root / "artifacts" / "models" / "b").exists()
@@ -311,3 +266,10 @@ def test_removed_aspect_vanishes_from_catalog_and_disk(farm):
     assert {"patch@a", "validate@c", "catalog"} <= set(lock)
     ran, output = farm.repro()
     assert ran == set(), output
+    doc["aspects"]["b"] = b  # back: restored from DVC's run-cache, nothing converted
+    farm.set_params(doc)
+    ran, output = farm.repro()
+    assert ran == {"params", "catalog", "report"}, output
+    assert restored_stages(output) == chain("b")
+    assert farm.file_hashes("b") == b_files
+    assert sorted(m["aspect"] for m in farm.catalog()["models"]) == ["a", "b", "c"]

@@ -1,10 +1,13 @@
 import copy
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
+from da3_litert_farm import paths
 from da3_litert_farm.params import ParamsError, load_params, parse_params
+from da3_litert_farm.params import main as params_main
 
 REPO = Path(__file__).resolve().parents[1]
 VALID = {
@@ -122,3 +125,26 @@ def test_yaml_errors_are_reported(tmp_path):
     bad.write_text("aspects: {9x16: [\n")
     with pytest.raises(ParamsError, match="not valid YAML"):
         load_params(bad)
+
+
+def test_the_params_stage_writes_each_aspect_checked_and_refuses_a_bad_file_without_touching_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    doc = copy.deepcopy(VALID)
+    Path("params.yaml").write_text(yaml.safe_dump(doc))
+    assert params_main(["--write"]) == 0
+    written = {p.name: json.loads(p.read_text()) for p in paths.CHECKED_PARAMS.iterdir()}
+    assert set(written) == {f"{name}.json" for name in doc["aspects"]} | {paths.CHECKED_CHECKPOINT.name}
+    assert written[paths.CHECKED_CHECKPOINT.name] == doc["checkpoint"]
+    before = {p.name: p.read_bytes() for p in paths.CHECKED_PARAMS.iterdir()}
+    doc["long_side"] = 900
+    Path("params.yaml").write_text(yaml.safe_dump(doc))
+    assert params_main(["--write"]) == 1
+    assert {p.name: p.read_bytes() for p in paths.CHECKED_PARAMS.iterdir()} == before
+
+
+def test_per_aspect_stages_do_not_need_the_local_checkpoint_files(tmp_path):
+    """They read artifacts/checkpoint; a parallel build's worker has that and not checkpoints/."""
+    doc = edited(checkpoint__source="local", checkpoint__path="checkpoints/gone")
+    with pytest.raises(ParamsError, match="checkpoint.path: 'checkpoints/gone' lacks"):
+        parse_params(doc, base_dir=tmp_path)
+    assert parse_params(doc, base_dir=tmp_path, checkpoint_files=False).checkpoint.path == "checkpoints/gone"

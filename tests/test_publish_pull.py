@@ -19,7 +19,7 @@ import yaml
 
 from da3_litert_farm.fileio import sha256_file
 from da3_litert_farm.report_check import check_report
-from tests.test_farm_e2e import Farm, repo_files
+from tests.farm_repo import Farm, repo_files
 
 REPO = Path(__file__).resolve().parents[1]
 FARM_BIN = Path(sys.executable).parent / "farm"

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: farm report test bench bench-install publish gpu-adapter browser clean-venv
+.PHONY: farm report test bench bench-build bench-install publish gpu-adapter browser clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
@@ -28,10 +28,12 @@ gpu-adapter: $(STAMP)
 browser: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.browser_setup
 
+# make farm JOBS=N: the aspects built N at a time on a Dask LocalCluster, each in a git worktree
+# sharing the DVC cache, then one `dvc repro` restores them all (da3_litert_farm/build.py).
 farm: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.params
 	$(BIN)/python -m da3_litert_farm.gpu_setup --unless-skipped
-	$(BIN)/dvc repro
+	$(if $(JOBS),$(BIN)/python -m da3_litert_farm.build --jobs $(JOBS),$(BIN)/dvc repro)
 
 # The farm (artifacts/report/index.html is its last stage), then the page checked in headless
 # Chromium from disk, and its screenshot: artifacts/report/screenshot.png. Opens no window.
@@ -48,6 +50,10 @@ publish: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.bench --height 896 --width 504
+
+# Sequential dvc repro vs make farm JOBS=2, the run-cache, a fresh clone; an estimate for many machines.
+bench-build: gpu-adapter
+	$(BIN)/python -m da3_litert_farm.bench_build $(ARGS)
 
 # What `pip install <farm repo>` (the client) costs an app build, next to the full farm.
 bench-install: $(STAMP)

@@ -6,7 +6,9 @@ built here, so this module must stay a thin shell over the `depth_anything_3` pa
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 
 os.environ.setdefault("DA3_LOG_LEVEL", "WARN")  # the package logs every layer choice at INFO
 
@@ -99,6 +101,24 @@ def _is_equal_alias(layout: nn.Module, weights: Path | str, key: str) -> bool:
 def save_hub_weights(net: nn.Module, weights: Path | str) -> None:
     """Write `net` as a Hub model.safetensors (shared tensors stored once, as the mixin does)."""
     save_model(HubLayout(net), str(weights), metadata={"format": "pt"})
+    _sort_header(weights)
+
+
+def _sort_header(weights: Path | str) -> None:
+    """Sort the safetensors header in place, so that the same weights give the same bytes.
+
+    safetensors writes its header from a Rust HashMap, in a new order on every write; the alias
+    entries of shared tensors made the file, and its sha256 and DVC hash, change each time.
+    The sorted header has the same length (padded with spaces, as the format allows), so the
+    tensor data after it does not move.
+    """
+    with open(weights, "r+b") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.dumps(json.loads(f.read(length)), sort_keys=True, separators=(",", ":")).encode()
+        if len(header) > length:
+            raise RuntimeError(f"{weights}: the sorted safetensors header is longer than the original")
+        f.seek(8)
+        f.write(header.ljust(length))
 
 
 @torch.no_grad()

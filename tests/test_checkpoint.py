@@ -13,7 +13,7 @@ from da3_litert_farm.checkpoint import build_checkpoint, fetch_from_hub
 from da3_litert_farm.fileio import sha256_file
 from da3_litert_farm.official import CheckpointError
 from da3_litert_farm.params import CheckpointParams
-from da3_litert_farm.weights import load_official_from_dir
+from da3_litert_farm.weights import load_official_from_dir, write_hub_layout
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -26,6 +26,16 @@ def test_hub_layout_round_trip(stress_net, stress_checkpoint_dir):
     loaded = load_official_from_dir(stress_checkpoint_dir)
     for (name, a), b in zip(stress_net.state_dict().items(), loaded.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_the_same_weights_give_the_same_bytes(stress_net, stress_checkpoint_dir, tmp_path):
+    """DVC hashes the checkpoint: writing it again must not change it (safetensors alone orders
+    its header differently on every write)."""
+    again = tmp_path / "again"
+    write_hub_layout(again, stress_net)
+    assert sha256_file(again / "model.safetensors") == sha256_file(stress_checkpoint_dir / "model.safetensors")
+    loaded = load_official_from_dir(again)
+    assert all(torch.equal(a, b) for a, b in zip(stress_net.state_dict().values(), loaded.state_dict().values()))
 
 
 def _copy(src, dst, edit=None):

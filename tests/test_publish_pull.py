@@ -147,7 +147,7 @@ def test_publish_refusals(published):
     doc["aspects"]["16x9"] = {"ratio": "16:9", "long_side": 140}
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"patch@16x9", "export@16x9", "quantize@16x9", "validate@16x9", "gpu@16x9", "catalog",
+    assert ran == {"params", "patch@16x9", "export@16x9", "quantize@16x9", "validate@16x9", "gpu@16x9", "catalog",
                    "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "16x9 at long side 140")
@@ -157,7 +157,7 @@ def test_publish_refusals(published):
 
     doc["catalog"]["version"] = "0.2.0"
     farm.set_params(doc)
-    assert farm.repro()[0] == {"catalog", "report"}
+    assert farm.repro()[0] == {"params", "catalog", "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.2.0")
     assert "published da3-small-litert 0.2.0" in run(sys.executable, "-m", "da3_litert_farm.publish", *ALLOW,
@@ -334,7 +334,7 @@ def test_publish_is_all_or_nothing_at_each_failure_point(published):
     doc = farm.params
     doc["catalog"]["version"] = "0.3.0"
     farm.set_params(doc)
-    assert farm.repro()[0] == {"catalog", "report"}
+    assert farm.repro()[0] == {"params", "catalog", "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.3.0")
     publish = [sys.executable, "-m", "da3_litert_farm.publish", *ALLOW]

@@ -84,7 +84,7 @@ def parse_adapter(log: str) -> Adapter | None:
 
 
 class GpuModel:
-    """One .tflite compiled for the GPU accelerator; one input, one output, float32 I/O."""
+    """One .tflite compiled for the GPU accelerator; one input, float32 I/O."""
 
     def __init__(self, path: Path | str, enforce_f32: bool = False):
         from ai_edge_litert.compiled_model import CompiledModel
@@ -115,15 +115,21 @@ class GpuModel:
         key = next(iter(signature))
         (details,) = self._model.get_input_tensor_details(key).values()
         self.input_shape = tuple(int(d) for d in details["shape"])
-        (details,) = self._model.get_output_tensor_details(key).values()
-        self.output_shape = tuple(int(d) for d in details["shape"])
+        self.output_shapes = [tuple(int(d) for d in details["shape"])
+                              for details in self._model.get_output_tensor_details(key).values()]
         self._inputs = self._model.create_input_buffers(0)
         self._outputs = self._model.create_output_buffers(0)
         self._used = False
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
-        """Run once and read the output back. A buffer that failed to read stays locked, so
-        a GpuModel that failed once is not reused."""
+        """Run a one-output model once: its output."""
+        if len(self.output_shapes) != 1:
+            raise ValueError(f"the model has {len(self.output_shapes)} outputs: use run_all")
+        return self.run_all(image)[0]
+
+    def run_all(self, image: np.ndarray) -> list[np.ndarray]:
+        """Run once and read every output back, in the signature's order. A buffer that failed
+        to read stays locked, so a GpuModel that failed once is not reused."""
         if self._used is None:
             raise GpuError("this GpuModel failed earlier; load the file again")
         image = np.ascontiguousarray(image, np.float32)
@@ -133,7 +139,8 @@ class GpuModel:
         self._model.run_by_index(0, self._inputs, self._outputs)
         wait_until_cpu_idle()
         try:
-            out = self._outputs[0].read(int(np.prod(self.output_shape)), np.float32)
+            outs = [buffer.read(int(np.prod(shape)), np.float32)
+                    for buffer, shape in zip(self._outputs, self.output_shapes)]
         except Exception as exc:
             self._used = None
             raise GpuError(
@@ -141,7 +148,7 @@ class GpuModel:
                 "software adapter other heavy processes sharing the CPU cores can stall the queue that "
                 "long: run the GPU check alone (dvc repro gpu@ASPECT)"
             ) from None
-        return np.asarray(out, np.float32).reshape(self.output_shape)
+        return [np.asarray(out, np.float32).reshape(shape) for out, shape in zip(outs, self.output_shapes)]
 
 
 def wait_until_cpu_idle(interval: float = 1.0, idle_cores: float = 0.1, idle_samples: int = 2,

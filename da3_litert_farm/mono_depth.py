@@ -101,9 +101,19 @@ class MonoDepth(nn.Module):
         feats = self._backbone(image)
         return self._depth_head(feats)
 
-    def _backbone(self, image: torch.Tensor) -> list[torch.Tensor]:
+    def forward_taps(self, image: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The same computation, returning its intermediates by name, in order (for
+        da3_litert_farm.precision): `embed`, `block00`.., `stage0`.., `refine4`..`refine1`,
+        `output_conv1`, `upsampled`, `logit` and `depth`, the output."""
+        taps: dict[str, torch.Tensor] = {}
+        self._depth_head(self._backbone(image, taps), taps)
+        return taps
+
+    def _backbone(self, image: torch.Tensor, taps: dict | None = None) -> list[torch.Tensor]:
+        taps = {} if taps is None else taps
         x = self.patch_embed(image)  # [1, N, C]
         x = torch.cat((self.cls_token, x), dim=1) + self.pos_embed
+        taps["embed"] = x
         outputs, local_x = [], x
         for i, block in enumerate(self.blocks):
             if i == self.alt_start:  # official: x[:, :, 0] = cam_token
@@ -112,6 +122,7 @@ class MonoDepth(nn.Module):
             if self.rope_blocks[i]:
                 pos = self.pos_global if self.global_blocks[i] else self.pos_local
             x = block(x, pos=pos)
+            taps[f"block{i:02d}"] = x
             if not self.global_blocks[i]:
                 local_x = x
             if i in self.out_layers:
@@ -119,7 +130,8 @@ class MonoDepth(nn.Module):
                 outputs.append(torch.cat((local_x, self.norm(x)), dim=-1)[:, 1:])
         return outputs
 
-    def _depth_head(self, feats: list[torch.Tensor]) -> torch.Tensor:
+    def _depth_head(self, feats: list[torch.Tensor], taps: dict | None = None) -> torch.Tensor:
+        taps = {} if taps is None else taps
         resized = []
         for stage, x in enumerate(feats):
             x = self.head_norm(x)
@@ -127,14 +139,17 @@ class MonoDepth(nn.Module):
             x = self.projects[stage](x)
             x = self.stage_pos_embed[stage](x)
             resized.append(self.resize_layers[stage](x))
+            taps[f"stage{stage}"] = resized[-1]
 
         s = self.scratch
         l1, l2, l3, l4 = (rn(x) for rn, x in zip((s.layer1_rn, s.layer2_rn, s.layer3_rn, s.layer4_rn), resized))
-        out = s.refinenet4(l4, size=l3.shape[2:])
-        out = s.refinenet3(out, l3, size=l2.shape[2:])
-        out = s.refinenet2(out, l2, size=l1.shape[2:])
-        out = s.refinenet1(out, l1)
-        out = s.output_conv1(out)
+        out = taps["refine4"] = s.refinenet4(l4, size=l3.shape[2:])
+        out = taps["refine3"] = s.refinenet3(out, l3, size=l2.shape[2:])
+        out = taps["refine2"] = s.refinenet2(out, l2, size=l1.shape[2:])
+        out = taps["refine1"] = s.refinenet1(out, l1)
+        out = taps["output_conv1"] = s.output_conv1(out)
         out = custom_interpolate(out, (self.height, self.width), mode="bilinear", align_corners=True)
-        out = self.output_pos_embed(out)
-        return torch.exp(s.output_conv2(out))
+        out = taps["upsampled"] = self.output_pos_embed(out)
+        logit = taps["logit"] = s.output_conv2(out)
+        depth = taps["depth"] = torch.exp(logit)
+        return depth

@@ -58,6 +58,12 @@ def patch_model(official: torch.nn.Module, height: int, width: int,
     return mono, report
 
 
+def shipped_options(height: int, width: int, max_tensor_mib: int) -> RewriteOptions:
+    """The rewrites of a shipped model: all of them, attention chunked where its scores would
+    exceed the largest GPU tensor allowed."""
+    return RewriteOptions(attention_query_chunk=plan_tensors(height, width, max_tensor_mib * MIB).query_chunk)
+
+
 def export_program(mono: MonoDepth, path) -> None:
     """Trace the patched module with torch.export and save it atomically."""
     sample = torch.zeros(1, 3, mono.height, mono.width)
@@ -71,17 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         params, aspect = stage_aspect("patch", argv)
-        plan = plan_tensors(aspect.height, aspect.width, params.max_tensor_mib * MIB)
+        options = shipped_options(aspect.height, aspect.width, params.max_tensor_mib)
         official = load_official_from_dir(paths.CHECKPOINT_DIR)
-        mono, report = patch_model(official, aspect.height, aspect.width,
-                                   RewriteOptions(attention_query_chunk=plan.query_chunk))
+        mono, report = patch_model(official, aspect.height, aspect.width, options)
         export_program(mono, paths.patched_program(aspect.name))
         fileio.write_json(paths.patch_report(aspect.name),
                           {"aspect": aspect.name, **report, "seconds": time.time() - started})
     except (ParamsError, CheckpointError, NotExactError) as exc:
         print(f"patch: {exc}", file=sys.stderr)
         return 1
-    chunking = f", attention in chunks of {plan.query_chunk} queries" if plan.query_chunk else ""
+    chunk = options.attention_query_chunk
+    chunking = f", attention in chunks of {chunk} queries" if chunk else ""
     print(f"patch {aspect.name}: {aspect.shape} exact to {report['relative_error']:.1e} of the depth range"
           f"{chunking} ({time.time() - started:.1f} s)")
     return 0

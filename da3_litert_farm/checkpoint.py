@@ -6,7 +6,8 @@ Sources (params.yaml `checkpoint.source`):
 - hub: `repo` at `revision` through huggingface_hub and its normal cache. If the files
   are cached, no network is used. Offline with nothing cached fails in seconds.
 - local: a directory holding config.json + model.safetensors (keys prefixed `model.`).
-- random: seeded stress weights (da3_litert_farm.stress), for dry runs and tests only.
+- random: seeded stress weights (da3_litert_farm.stress), for dry runs and tests only;
+  `outliers: true` plants DINOv2-like outlier channels, to test FP16 fidelity.
 Whatever the source, the result is loaded strictly into the official model before it is
 written, and its sha256 is recorded in provenance.json.
 """
@@ -81,12 +82,12 @@ def _offline_help(repo: str, revision: str, reason: str) -> str:
 def build_checkpoint(params: CheckpointParams, out_dir: Path) -> dict:
     """Materialize the configured checkpoint into out_dir; return its provenance."""
     provenance = {"source": params.source, "repo": None, "revision": None, "resolved_revision": None,
-                  "path": None, "seed": None}
+                  "path": None, "seed": None, "outliers": None}
     if params.source == "random":
         from da3_litert_farm.stress import stress_model
 
-        write_hub_layout(out_dir, stress_model(params.seed))
-        provenance["seed"] = params.seed
+        write_hub_layout(out_dir, stress_model(params.seed, outliers=params.outliers))
+        provenance.update(seed=params.seed, outliers=params.outliers)
     else:
         if params.source == "hub":
             src, commit = fetch_from_hub(params.repo, params.revision)

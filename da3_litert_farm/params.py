@@ -27,7 +27,7 @@ MIN_PHOTOS = 3
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$")
 
 _TOP_KEYS = ("checkpoint", "long_side", "max_tensor_mib", "aspects", "validation", "catalog")
-_CHECKPOINT_KEYS = ("source", "repo", "revision", "path", "seed")
+_CHECKPOINT_KEYS = ("source", "repo", "revision", "path", "seed", "outliers")
 _VALIDATION_KEYS = ("min_pearson", "max_mean_rel", "gpu", "gpu_min_pearson", "gpu_max_mean_rel", "photos")
 GPU_CHECK = ("required", "skip")
 _CATALOG_KEYS = ("name", "version")
@@ -44,6 +44,7 @@ class CheckpointParams:
     revision: str
     path: str | None
     seed: int
+    outliers: bool = False  # source: random -> plant DINOv2-like outlier channels (da3_litert_farm.stress)
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,13 @@ def _checkpoint(raw: object, base_dir: Path, check_files: bool = True) -> Checkp
     seed = c.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ParamsError(f"checkpoint.seed: {seed!r} must be a non-negative integer")
-    return CheckpointParams(source, str(repo), str(revision), path, seed)
+    outliers = c.get("outliers", False)
+    if not isinstance(outliers, bool):
+        raise ParamsError(f"checkpoint.outliers: {outliers!r} must be true or false")
+    if outliers and source != "random":
+        raise ParamsError(f"checkpoint.outliers: true plants outliers in stress weights; it needs source: random, "
+                          f"not {source!r}")
+    return CheckpointParams(source, str(repo), str(revision), path, seed, outliers)
 
 
 def _fraction(key: str, value: object, low_open: float = 0.0, high: float = 1.0) -> float:

@@ -219,7 +219,8 @@ def photo_block(aspect: str, row: dict) -> str:
 def checkpoint_text(checkpoint: dict) -> str:
     where = {"hub": f"Hugging Face {checkpoint.get('repo')} @ {checkpoint.get('resolved_revision') or checkpoint.get('revision')}",
              "local": f"local {checkpoint.get('path')}",
-             "random": f"random stress weights, seed {checkpoint.get('seed')}"}.get(checkpoint["source"], checkpoint["source"])
+             "random": f"random stress weights, seed {checkpoint.get('seed')}"
+                       + (" with outlier channels" if checkpoint.get("outliers") else "")}.get(checkpoint["source"], checkpoint["source"])
     return f"{where}; weights sha256 {checkpoint['weights_sha256'][:16]}"
 
 

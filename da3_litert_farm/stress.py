@@ -4,6 +4,13 @@ Plain random init hides conversion bugs: LayerScale starts as a constant, pos_em
 and the depth output is almost flat, so any correlation is meaningless. The stress init
 randomizes what a default init leaves degenerate and scales the depth logits so that depth
 spans about one decade across a real photo.
+
+With `outliers=True` it also plants what makes DINOv2-family ViTs hard for FP16: a few
+residual-stream channels that grow to several hundred on every token ("outlier" or
+"massive" activations), with small LayerNorm gains on them, as trained DINOv2 models learn.
+There LayerNorm's x*x exceeds FP16's largest value (65504, about 256^2) and long FP16 sums
+lose digits, so a graph that passes on plain stress weights can still return NaN or a
+wrong depth on a phone.
 """
 
 from __future__ import annotations
@@ -19,10 +26,18 @@ from da3_litert_farm.photos import load_photo_tensor
 DEPTH_LOG_SPAN = math.log(10.0)
 _CALIBRATION_SHAPE = (126, 224)
 
+# The planted outliers: channel -> the value the residual stream reaches there after the
+# last block (the sign alternates, as in DINOv2). The stream grows by equal steps from
+# OUTLIER_FIRST_BLOCK on, through each block's MLP output bias; every LayerNorm that reads
+# the stream gets gain OUTLIER_NORM_GAIN on these channels.
+OUTLIERS = {37: 400.0, 250: -300.0}
+OUTLIER_FIRST_BLOCK = 2
+OUTLIER_NORM_GAIN = 1 / 16
+
 
 @torch.no_grad()
-def stress_model(seed: int, model_name: str = "da3-small") -> torch.nn.Module:
-    """The official model with deterministic stress weights for `seed`."""
+def stress_model(seed: int, model_name: str = "da3-small", outliers: bool = False) -> torch.nn.Module:
+    """The official model with deterministic stress weights for `seed` (and `outliers`)."""
     torch.manual_seed(seed)
     model = build_official(model_name)
     gen = torch.Generator().manual_seed(seed)
@@ -40,8 +55,29 @@ def stress_model(seed: int, model_name: str = "da3-small") -> torch.nn.Module:
             # LayerNorm affine: away from (1, 0) so a dropped or misplaced norm shows.
             p.copy_(1.0 + randn(p.shape, 0.2) if leaf == "weight" else randn(p.shape, 0.1))
 
+    if outliers:
+        plant_outliers(model)
     _calibrate_depth_span(model)
     return model
+
+
+@torch.no_grad()
+def plant_outliers(model: torch.nn.Module) -> None:
+    """Make the OUTLIERS channels of the backbone's residual stream reach their values."""
+    vit = model.backbone.pretrained
+    blocks = vit.blocks[OUTLIER_FIRST_BLOCK:]
+    channels = torch.tensor(list(OUTLIERS))
+    step = torch.tensor(list(OUTLIERS.values())) / len(blocks)
+    for block in blocks:
+        # The MLP output is scaled by LayerScale's gamma before it joins the stream.
+        block.mlp.fc2.bias[channels] += step / block.ls2.gamma[channels]
+    dim = vit.embed_dim
+    for block in vit.blocks:
+        block.norm1.weight[channels] = OUTLIER_NORM_GAIN
+        block.norm2.weight[channels] = OUTLIER_NORM_GAIN
+    vit.norm.weight[channels] = OUTLIER_NORM_GAIN
+    # The head's norm reads cat(raw stream of a local block, normed stream): both halves.
+    model.head.norm.weight[torch.cat((channels, channels + dim))] = OUTLIER_NORM_GAIN
 
 
 @torch.no_grad()

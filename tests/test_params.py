@@ -12,7 +12,7 @@ from da3_litert_farm.params import main as params_main
 REPO = Path(__file__).resolve().parents[1]
 VALID = {
     "checkpoint": {"source": "random", "repo": "depth-anything/DA3-SMALL", "revision": "main",
-                   "path": None, "seed": 0},
+                   "path": None, "seed": 0, "outliers": False},
     "long_side": 896,
     "max_tensor_mib": 128,
     "aspects": {"9x16": {"ratio": "9:16"}, "3x4": {"ratio": "3:4"}},
@@ -78,6 +78,9 @@ def test_valid_document():
         (edited(checkpoint__source="local", checkpoint__path="/nonexistent"), "lacks ['config.json', 'model.safetensors']"),
         (edited(checkpoint__source="hub", checkpoint__repo="DA3-SMALL"), "checkpoint.repo: 'DA3-SMALL' is not a Hub repo id"),
         (edited(checkpoint__seed=-1), "checkpoint.seed"),
+        (edited(checkpoint__outliers="yes"), "checkpoint.outliers: 'yes' must be true or false"),
+        (edited(checkpoint__source="hub", checkpoint__outliers=True),
+         "checkpoint.outliers: true plants outliers in stress weights; it needs source: random, not 'hub'"),
         (edited(long_side=1000), "long_side: 1000 is not a multiple of 14"),
         (edited(long_side=DELETE), "top level: missing key(s) ['long_side']"),
         (edited(validation__min_pearson=1.5), "validation.min_pearson: 1.5 must be a number in (0, 1]"),

@@ -33,6 +33,9 @@ class RewriteOptions:
     fold_layerscale: bool = True
     upsampler: rewrites.Upsampler | None = "pixel_shuffle"  # None keeps TRANSPOSE_CONV
     attention_query_chunk: int | None = None  # from da3_litert_farm.gpu_memory; needs split_qkv
+    # LayerNorms see x * 2^-shift: FP16 headroom for x*x on channels up to 256 * 2^shift (see
+    # rewrites.PrescaledLayerNorm; measured with da3_litert_farm.precision).
+    layernorm_shift: int | None = 4
 
 
 class MonoDepth(nn.Module):
@@ -57,6 +60,9 @@ class MonoDepth(nn.Module):
             rewrites.fold_layerscale(vit)
         if options.upsampler is not None:
             rewrites.replace_transpose_convs(head, options.upsampler)
+        if options.layernorm_shift is not None:
+            rewrites.prescale_layernorms(vit, options.layernorm_shift)
+            rewrites.prescale_layernorms(head, options.layernorm_shift)
 
         # Backbone (names follow the official modules).
         self.patch_embed, self.blocks, self.norm = vit.patch_embed, vit.blocks, vit.norm

@@ -14,6 +14,8 @@ tap ran in FP16), so the growth from one tap to the next is what that piece adds
 GPU-FP32 must match PyTorch at every tap; that also proves each output was read as the
 right tap. A rewrite that claims an FP16 gain shows this table before and after.
 
+`--layernorm-shift off` profiles the graph without the LayerNorm rewrite, to see what it buys.
+
 Cost: one conversion of the aspect's shape and two GPU inferences (about 5-8 min at 896x504
 on 2 cores with the software adapter). Run it alone, like the GPU stage.
 """
@@ -116,8 +118,9 @@ def tap_rows(reference: dict[str, np.ndarray], fp32: list[np.ndarray], fp16: lis
 
 
 def format_table(result: dict) -> str:
-    lines = [f"precision {result['aspect']} ({result['height']}x{result['width']}, photo {result['photo']}): "
-             "GPU-FP16 vs GPU-FP32, cumulative up to each tap",
+    shift = result["rewrites"]["layernorm_shift"]
+    lines = [f"precision {result['aspect']} ({result['height']}x{result['width']}, photo {result['photo']}"
+             f", layernorm_shift {'off' if shift is None else shift}): GPU-FP16 vs GPU-FP32, cumulative up to each tap",
              f"{'tap':<14}{'max |x|':>10}{'1 - r':>11}{'rel RMS':>11}{'x prev':>8}{'fp32 vs torch':>15}"]
     previous = None
     for name, row in result["taps"].items():
@@ -135,15 +138,28 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _layernorm_shift(value: str) -> int | None:
+    if value == "off":
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 12:
+        raise argparse.ArgumentTypeError(f"{value!r}: give an integer K in [1, 12] (LayerNorms see x * 2^-K), or off")
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="where FP16 error enters the shipped graph on the GPU")
     parser.add_argument("aspect")
     parser.add_argument("--photo", default="motorcycle_left", choices=PHOTOS)
+    parser.add_argument("--layernorm-shift", type=_layernorm_shift, metavar="K|off",
+                        default=RewriteOptions().layernorm_shift,
+                        help="LayerNorms on x * 2^-K (rewrites.PrescaledLayerNorm), or off; default: as shipped "
+                             f"({RewriteOptions().layernorm_shift})")
     parser.add_argument("--json", help="also write the table as JSON here")
     args = parser.parse_args(argv)
     try:
         params, aspect = stage_aspect("precision", [args.aspect])
-        options = shipped_options(aspect.height, aspect.width, params.max_tensor_mib)
+        options = dataclasses.replace(shipped_options(aspect.height, aspect.width, params.max_tensor_mib),
+                                      layernorm_shift=args.layernorm_shift)
         official = load_official_from_dir(paths.CHECKPOINT_DIR)
         result = profile(official, aspect.name, aspect.height, aspect.width, options, args.photo)
     except (ParamsError, CheckpointError, NotExactError, GpuError) as exc:

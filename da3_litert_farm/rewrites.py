@@ -202,6 +202,38 @@ def fold_layerscale(vit: DinoVisionTransformer) -> None:
             setattr(block, scale_name, nn.Identity())
 
 
+class PrescaledLayerNorm(nn.Module):
+    """LayerNorm of x * 2^-shift with eps * 2^-2shift: the same function, on smaller numbers.
+
+    Replaces: a LayerNorm over the residual stream, whose variance squares its input. On the
+    GPU delegate in FP16 that overflows where DINOv2-family streams carry channels of a few
+    hundred: x*x > 65504 from |x| > 256, and a long FP16 sum of squares sooner.
+    Exact: multiplying by a power of two is exact in binary floating point (away from
+    overflow and subnormals), the mean and variance scale by 2^-shift and 2^-2shift, and
+    sqrt(2^-2shift * v) = 2^-shift * sqrt(v), so every rounding is the same as before.
+    """
+
+    def __init__(self, norm: nn.LayerNorm, shift: int):
+        super().__init__()
+        self.normalized_shape, self.weight, self.bias = norm.normalized_shape, norm.weight, norm.bias
+        self.scale = 2.0 ** -shift
+        self.eps = norm.eps * self.scale ** 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x * self.scale, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+def prescale_layernorms(model: nn.Module, shift: int) -> None:
+    """Swap every nn.LayerNorm in `model` for a PrescaledLayerNorm by 2^-shift (a norm shared by
+    several paths, like the head's tied aux norm, stays one module)."""
+    swapped: dict[int, PrescaledLayerNorm] = {}
+    for name, module in list(model.named_modules(remove_duplicate=False)):
+        if isinstance(module, nn.LayerNorm):
+            parent_name, _, leaf = name.rpartition(".")
+            replacement = swapped.setdefault(id(module), PrescaledLayerNorm(module, shift))
+            setattr(model.get_submodule(parent_name), leaf, replacement)
+
+
 def baked_pos_embed(vit: DinoVisionTransformer, height: int, width: int) -> torch.Tensor:
     """The backbone's absolute position embedding for HxW, computed once: [1, 1+N, C].
 

@@ -92,3 +92,22 @@ def test_profiler_names_a_bad_aspect_before_any_work():
     assert result.returncode == 1
     assert "precision 21x9: aspect '21x9' is not in params.yaml; configured: ['16x9', '3x4', '9x16']" in result.stderr
 
+
+def test_profiler_refuses_a_bad_layernorm_shift():
+    result = subprocess.run([sys.executable, "-m", "da3_litert_farm.precision", "9x16", "--layernorm-shift", "-2"],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "--layernorm-shift: '-2': give an integer K in [1, 12]" in result.stderr
+
+
+def test_prescaled_layernorms_keep_outlier_weights_faithful_in_fp16():
+    """Why the shipped graph prescales its LayerNorms (the profiler's tables, at a small shape): with
+    outliers above 256, the head norm's x*x overflows FP16 where it reads blocks 9 and 11; prescaled
+    by 2^-4 it does not, and the depth map is 10x closer to FP32."""
+    net = stress_model(seed=0, outliers=True)
+    before = profile(copy.deepcopy(net), "outliers", *SMALL, RewriteOptions(layernorm_shift=None), "motorcycle_left")["taps"]
+    after = profile(net, "outliers", *SMALL, RewriteOptions(), "motorcycle_left")["taps"]
+    assert before["block09"]["max_abs"] > 256 and before["stage1"]["fp16_one_minus_pearson"] < 1e-4
+    assert before["stage2"]["fp16_one_minus_pearson"] > 1e-2  # broken where |x| > 256 enters
+    assert after["stage2"]["fp16_one_minus_pearson"] < 1e-4
+    assert after["depth"]["fp16_one_minus_pearson"] * 5 < before["depth"]["fp16_one_minus_pearson"]

@@ -92,7 +92,7 @@ def test_baked_rope_refuses_another_grid(fresh_net):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_single_view_forward_alone_is_bit_exact(stress_net, fresh_net, shape):
     """Rank-4 input, torch.cat camera token, baked pos-embeds, depth-only head: no rounding change."""
-    mono = MonoDepth(fresh_net, *shape, RewriteOptions(False, False, False, None)).eval()
+    mono = MonoDepth(fresh_net, *shape, RewriteOptions(False, False, False, None, layernorm_shift=None)).eval()
     image = load_photo_tensor("coffee", *shape)
     with torch.no_grad():
         assert torch.equal(mono(image), official_depth(stress_net, image))
@@ -107,6 +107,23 @@ def test_all_rewrites_together_are_exact(stress_net, fresh_net, shape, upsampler
     with torch.no_grad():
         err = float((mono(image) - ref).abs().max())
     assert err <= TOLERANCE * float(ref.max() - ref.min())
+
+
+@pytest.mark.parametrize("shift", [4, 8])
+def test_prescaled_layernorms_are_bit_exact(stress_net, fresh_net, shift):
+    """x * 2^-shift with eps * 2^-2shift: every rounding the same, on plain and outlier weights."""
+    from da3_litert_farm.stress import stress_model
+
+    for reference, net in ((stress_net, fresh_net), (stress_model(0, outliers=True), None)):
+        net = net or copy.deepcopy(reference)
+        norms = sum(isinstance(m, nn.LayerNorm) for part in (net.backbone, net.head) for m in part.modules())
+        rewrites.prescale_layernorms(net.backbone, shift)
+        rewrites.prescale_layernorms(net.head, shift)
+        modules = [*net.backbone.modules(), *net.head.modules()]
+        # 12 blocks x (norm1, norm2), 8 x (q_norm, k_norm), the final norm, the head's and its aux head's
+        assert norms == 43 and sum(isinstance(m, rewrites.PrescaledLayerNorm) for m in modules) == norms
+        assert not any(isinstance(m, nn.LayerNorm) for m in modules)
+        assert_same_depth(reference, net, SMALL, exact=True)
 
 
 def test_separable_head_pos_embed_is_bit_exact(stress_net):

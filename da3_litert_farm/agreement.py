@@ -1,5 +1,5 @@
-"""How closely a depth map agrees with the reference: numpy only, so the report can draw the
-same per-pixel error that the fidelity figures average."""
+"""How closely a depth map (or an intermediate tensor) agrees with the reference: numpy only, so
+the report can draw the same per-pixel error that the fidelity figures average."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ def relative_error(pred: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """|pred - ref| / |ref| per pixel (float64): its mean is `compare`'s mean_rel_error."""
     p, r = np.asarray(pred, np.float64), np.asarray(ref, np.float64)
     return np.abs(p - r) / np.maximum(np.abs(r), 1e-12)
+
+
+def relative_rms(pred: np.ndarray, ref: np.ndarray) -> float:
+    """||pred - ref|| / ||ref|| over all elements (float64): for tensors that are not depth maps."""
+    p, r = np.asarray(pred, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(p - r) / max(np.linalg.norm(r), 1e-30))
 
 
 def compare(pred: np.ndarray, ref: np.ndarray) -> dict[str, float]:

@@ -205,9 +205,9 @@ def fold_layerscale(vit: DinoVisionTransformer) -> None:
 class PrescaledLayerNorm(nn.Module):
     """LayerNorm of x * 2^-shift with eps * 2^-2shift: the same function, on smaller numbers.
 
-    Replaces: a LayerNorm over the residual stream, whose variance squares its input. On the
-    GPU delegate in FP16 that overflows where DINOv2-family streams carry channels of a few
-    hundred: x*x > 65504 from |x| > 256, and a long FP16 sum of squares sooner.
+    Replaces: every LayerNorm; its variance squares its input. The ones over the residual
+    stream matter: on the GPU delegate in FP16 they overflow where DINOv2-family streams carry
+    channels of a few hundred (x*x > 65504 from |x| > 256, and a long FP16 sum of squares sooner).
     Exact: multiplying by a power of two is exact in binary floating point (away from
     overflow and subnormals), the mean and variance scale by 2^-shift and 2^-2shift, and
     sqrt(2^-2shift * v) = 2^-shift * sqrt(v), so every rounding is the same as before.

@@ -27,7 +27,7 @@ DEPTH_LOG_SPAN = math.log(10.0)
 _CALIBRATION_SHAPE = (126, 224)
 
 # The planted outliers: channel -> the value the residual stream reaches there after the
-# last block (the sign alternates, as in DINOv2). The stream grows by equal steps from
+# last block (one positive, one negative). The stream grows by equal steps from
 # OUTLIER_FIRST_BLOCK on, through each block's MLP output bias; every LayerNorm that reads
 # the stream gets gain OUTLIER_NORM_GAIN on these channels.
 OUTLIERS = {37: 400.0, 250: -300.0}

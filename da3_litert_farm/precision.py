@@ -12,12 +12,15 @@ computation, in PyTorch) and the error of GPU-FP16 against GPU-FP32: 1 - Pearson
 relative RMS error ||fp16 - fp32|| / ||fp32||. The errors are cumulative (everything up to a
 tap ran in FP16), so the growth from one tap to the next is what that piece adds.
 GPU-FP32 must match PyTorch at every tap; that also proves each output was read as the
-right tap. A rewrite that claims an FP16 gain shows this table before and after.
+right tap. Two columns come from PyTorch (`fp16_floor`): the FP16 storage floor (what FP16
+tensors cost with exact arithmetic) and the depth gain (how much of an error made at a tap
+reaches the depth). A rewrite that claims an FP16 gain shows this table before and after.
 
 `--layernorm-shift off` profiles the graph without the LayerNorm rewrite, to see what it buys.
 
-Cost: one conversion of the aspect's shape and two GPU inferences (at 896x504 on 2 cores with
-the software adapter: convert 22 s, each GPU run about 60 s). Run it alone, like the GPU stage.
+Cost: one conversion of the aspect's shape, two GPU inferences and 26 PyTorch forwards (at
+896x504 on 2 cores with the software adapter: convert 21 s, each GPU run about 60 s, the
+PyTorch columns 47 s). Run it alone, like the GPU stage.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from da3_litert_farm import fileio, paths
+from da3_litert_farm import fileio, fp16_floor, paths
 from da3_litert_farm.agreement import compare, relative_rms
 from da3_litert_farm.export import convert_to_tflite
 from da3_litert_farm.gpu_runtime import GpuError, GpuModel
@@ -84,9 +87,13 @@ def profile(official: torch.nn.Module, aspect: str, height: int, width: int, opt
             gpu[precision] = model.run_all(image.numpy())
             seconds[f"gpu_{precision}"] = time.time() - started
             del model  # one GPU model at a time
+    rows = tap_rows(reference, gpu["fp32"], gpu["fp16"])
+    started = time.time()
+    for name, row in fp16_floor.analyse(mono, image).items():
+        rows[name].update(row)
+    seconds["torch_floor_and_gain"] = time.time() - started
     return {"aspect": aspect, "height": height, "width": width, "photo": photo,
-            "rewrites": dataclasses.asdict(options), "seconds": seconds,
-            "taps": tap_rows(reference, gpu["fp32"], gpu["fp16"])}
+            "rewrites": dataclasses.asdict(options), "seconds": seconds, "taps": rows}
 
 
 def tap_rows(reference: dict[str, np.ndarray], fp32: list[np.ndarray], fp16: list[np.ndarray]) -> dict[str, dict]:
@@ -115,20 +122,26 @@ def format_table(result: dict) -> str:
     shift = result["rewrites"]["layernorm_shift"]
     lines = [f"precision {result['aspect']} ({result['height']}x{result['width']}, photo {result['photo']}"
              f", layernorm_shift {'off' if shift is None else shift}): GPU-FP16 vs GPU-FP32, cumulative up to each tap",
-             f"{'tap':<14}{'max |x|':>10}{'1 - r':>11}{'rel RMS':>11}{'x prev':>8}{'fp32 vs torch':>15}"]
+             f"{'tap':<14}{'max |x|':>10}{'1 - r':>11}{'rel RMS':>11}{'x prev':>8}"
+             f"{'floor 1 - r':>13}{'gain':>8}{'fp32 vs torch':>15}"]
     previous = None
     for name, row in result["taps"].items():
+        floor = f"{row['floor_one_minus_pearson']:>13.1e}"
+        floor += f"{row['depth_gain']:>8.3g}" if row["depth_gain"] is not None else f"{'':>8}"
         if not row["finite"]:
-            lines.append(f"{name:<14}{row['max_abs']:>10.1f}   NaN or Inf in FP16{'':>8}{row['fp32_rel_rms']:>15.1e}")
+            lines.append(f"{name:<14}{row['max_abs']:>10.1f}   NaN or Inf in FP16{'':>8}{floor}{row['fp32_rel_rms']:>15.1e}")
             previous = None
             continue
         rms = row["fp16_rel_rms"]
         growth = f"{rms / previous:>8.2f}" if previous else f"{'':>8}"
         lines.append(f"{name:<14}{row['max_abs']:>10.1f}{row['fp16_one_minus_pearson']:>11.1e}{rms:>11.1e}"
-                     f"{growth}{row['fp32_rel_rms']:>15.1e}")
+                     f"{growth}{floor}{row['fp32_rel_rms']:>15.1e}")
         previous = rms or None
     s = result["seconds"]
-    lines.append(f"convert+quantize {s['convert']:.0f} s, GPU-FP32 {s['gpu_fp32']:.0f} s, GPU-FP16 {s['gpu_fp16']:.0f} s")
+    lines.append("floor: every PyTorch op's result rounded to FP16, exact arithmetic; gain: 1 - r at the depth / "
+                 "1 - r at the tap for a small random error planted there (da3_litert_farm.fp16_floor)")
+    lines.append(f"convert+quantize {s['convert']:.0f} s, GPU-FP32 {s['gpu_fp32']:.0f} s, GPU-FP16 {s['gpu_fp16']:.0f} s, "
+                 f"floor and gain in PyTorch {s['torch_floor_and_gain']:.0f} s")
     return "\n".join(lines)
 
 

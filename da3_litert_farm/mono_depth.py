@@ -36,6 +36,9 @@ class RewriteOptions:
     # LayerNorms see x * 2^-shift: FP16 headroom for x*x on channels up to 256 * 2^shift (see
     # rewrites.PrescaledLayerNorm; measured with da3_litert_farm.precision).
     layernorm_shift: int | None = 4
+    # The head's last convs as short pairwise FP16 sums (rewrites.ShortSumConv2d; measured with
+    # da3_litert_farm.precision).
+    short_output_sums: bool = True
 
 
 class MonoDepth(nn.Module):
@@ -93,6 +96,8 @@ class MonoDepth(nn.Module):
             head.scratch.output_conv1.out_channels, height, width, height, width
         )
         self._keep_depth_channel_only()
+        if options.short_output_sums:
+            rewrites.shorten_output_sums(head)
 
     @torch.no_grad()
     def _keep_depth_channel_only(self) -> None:

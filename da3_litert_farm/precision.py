@@ -16,7 +16,8 @@ right tap. Two columns come from PyTorch (`fp16_floor`): the FP16 storage floor 
 tensors cost with exact arithmetic) and the depth gain (how much of an error made at a tap
 reaches the depth). A rewrite that claims an FP16 gain shows this table before and after.
 
-`--layernorm-shift off` profiles the graph without the LayerNorm rewrite, to see what it buys.
+`--layernorm-shift off` and `--long-output-sums` profile the graph without the LayerNorm or the
+short-sum rewrite, to see what each buys.
 
 Cost: one conversion of the aspect's shape, two GPU inferences and 26 PyTorch forwards (at
 896x504 on 2 cores with the software adapter: convert 21 s, each GPU run about 60 s, the
@@ -121,7 +122,9 @@ def tap_rows(reference: dict[str, np.ndarray], fp32: list[np.ndarray], fp16: lis
 def format_table(result: dict) -> str:
     shift = result["rewrites"]["layernorm_shift"]
     lines = [f"precision {result['aspect']} ({result['height']}x{result['width']}, photo {result['photo']}"
-             f", layernorm_shift {'off' if shift is None else shift}): GPU-FP16 vs GPU-FP32, cumulative up to each tap",
+             f", layernorm_shift {'off' if shift is None else shift}"
+             f", output sums {'short' if result['rewrites']['short_output_sums'] else 'long'})"
+             ": GPU-FP16 vs GPU-FP32, cumulative up to each tap",
              f"{'tap':<14}{'max |x|':>10}{'1 - r':>11}{'rel RMS':>11}{'x prev':>8}"
              f"{'floor 1 - r':>13}{'gain':>8}{'fp32 vs torch':>15}"]
     previous = None
@@ -161,12 +164,15 @@ def main(argv: list[str] | None = None) -> int:
                         default=RewriteOptions().layernorm_shift,
                         help="LayerNorms on x * 2^-K (rewrites.PrescaledLayerNorm), or off; default: as shipped "
                              f"({RewriteOptions().layernorm_shift})")
+    parser.add_argument("--long-output-sums", action="store_true",
+                        help="keep the head's last convs as single long sums (without rewrites.ShortSumConv2d)")
     parser.add_argument("--json", help="also write the table as JSON here")
     args = parser.parse_args(argv)
     try:
         params, aspect = stage_aspect("precision", [args.aspect])
         options = dataclasses.replace(shipped_options(aspect.height, aspect.width, params.max_tensor_mib),
-                                      layernorm_shift=args.layernorm_shift)
+                                      layernorm_shift=args.layernorm_shift,
+                                      short_output_sums=not args.long_output_sums)
         official = load_official_from_dir(paths.CHECKPOINT_DIR)
         result = profile(official, aspect.name, aspect.height, aspect.width, options, args.photo)
     except (ParamsError, CheckpointError, NotExactError, GpuError) as exc:

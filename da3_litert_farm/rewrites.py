@@ -1,4 +1,4 @@
-"""GPU-clean rewrites of the official DA3 modules. Every one is exact (one moves a rounding).
+"""GPU-clean rewrites of the official DA3 modules. Every one is exact (two move or reorder roundings).
 
 Each rewrite is a small named transform. The module-level ones work like torchao's
 `quantize_`: a function over an official model that swaps matching submodules in place,
@@ -232,6 +232,50 @@ def prescale_layernorms(model: nn.Module, shift: int) -> None:
             parent_name, _, leaf = name.rpartition(".")
             replacement = swapped.setdefault(id(module), PrescaledLayerNorm(module, shift))
             setattr(model.get_submodule(parent_name), leaf, replacement)
+
+
+class ShortSumConv2d(nn.Module):
+    """A stride-1 conv as a pairwise sum of short convs: one 1x1 conv per kernel tap and
+    channel group, the bias added last.
+
+    Replaces: the head's last convs (`output_conv2`: 3x3 over 32 channels, then 1x1), whose
+    error the depth amplifies most. LiteRT's GPU accelerator sums a conv's products in FP16,
+    so its error grows with the sum's length (288 products for the 3x3). Measured with
+    da3_litert_farm.precision; see README "Where FP16 error enters".
+    Exact up to FP32 reassociation: the same products, summed in another order.
+    """
+
+    def __init__(self, conv: nn.Conv2d, channel_groups: int):
+        super().__init__()
+        kh, kw = conv.kernel_size
+        if (conv.stride != (1, 1) or conv.dilation != (1, 1) or conv.groups != 1 or conv.padding_mode != "zeros"
+                or conv.padding != ((kh - 1) // 2, (kw - 1) // 2) or kh % 2 == 0 or kw % 2 == 0
+                or conv.in_channels % channel_groups):
+            raise ValueError(f"ShortSumConv2d takes a stride-1 'same' conv with odd kernel, groups=1 and "
+                             f"in_channels divisible by {channel_groups}; got {conv}")
+        self.padding = conv.padding
+        self.taps = [(r, c) for r in range(kh) for c in range(kw)]
+        self.group = conv.in_channels // channel_groups
+        self.weight, self.bias = conv.weight, conv.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        height, width = x.shape[2:]
+        (ph, pw), g = self.padding, self.group
+        padded = F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
+        parts = [F.conv2d(padded[:, i:i + g, r:r + height, c:c + width], self.weight[:, i:i + g, r:r + 1, c:c + 1])
+                 for r, c in self.taps for i in range(0, x.shape[1], g)]
+        while len(parts) > 1:  # pairwise: no partial sum runs long
+            parts = [sum(parts[i:i + 2]) for i in range(0, len(parts), 2)]
+        out = parts[0]
+        return out if self.bias is None else out + self.bias[None, :, None, None]
+
+
+def shorten_output_sums(head: nn.Module) -> None:
+    """The depth head's last convs as ShortSumConv2d: the 3x3 by kernel tap (32 products per
+    sum), the 1x1 in 4 channel groups (8)."""
+    convs = head.scratch.output_conv2
+    convs[0] = ShortSumConv2d(convs[0], channel_groups=1)
+    convs[-1] = ShortSumConv2d(convs[-1], channel_groups=4)
 
 
 def baked_pos_embed(vit: DinoVisionTransformer, height: int, width: int) -> torch.Tensor:

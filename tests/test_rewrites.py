@@ -41,6 +41,7 @@ def assert_same_depth(net_a, net_b, shape, tolerance=TOLERANCE, exact=False):
         pytest.param(lambda net, h, w: rewrites.replace_transpose_convs(net.head, "pixel_shuffle"),
                      id="pixel_shuffle"),
         pytest.param(lambda net, h, w: rewrites.replace_transpose_convs(net.head, "zero_stuff"), id="zero_stuff"),
+        pytest.param(lambda net, h, w: rewrites.shorten_output_sums(net.head), id="short_output_sums"),
     ],
 )
 def test_module_rewrite_alone_is_exact(stress_net, fresh_net, rewrite, shape):
@@ -76,10 +77,31 @@ def test_rewrites_really_swapped_modules(fresh_net):
     rewrites.split_qkv(vit)
     rewrites.fold_layerscale(vit)
     rewrites.replace_transpose_convs(fresh_net.head, "pixel_shuffle")
+    rewrites.shorten_output_sums(fresh_net.head)
     assert all(isinstance(b.attn, rewrites.SplitQKVAttention) for b in vit.blocks)
+    last = fresh_net.head.scratch.output_conv2
+    assert isinstance(last[0], rewrites.ShortSumConv2d) and isinstance(last[-1], rewrites.ShortSumConv2d)
     assert sum(isinstance(b.attn.rope, rewrites.BakedRope) for b in vit.blocks) == 8  # blocks 4..11
     assert all(isinstance(b.ls1, nn.Identity) and isinstance(b.ls2, nn.Identity) for b in vit.blocks)
     assert not any(isinstance(m, nn.ConvTranspose2d) for m in fresh_net.modules())
+
+
+@pytest.mark.parametrize("kernel, groups", [(3, 1), (3, 4), (1, 4), (5, 2)])
+def test_short_sum_conv_is_the_conv(kernel, groups):
+    torch.manual_seed(0)
+    conv = nn.Conv2d(16, 5, kernel, padding=kernel // 2)
+    short = rewrites.ShortSumConv2d(conv, groups)
+    x = torch.randn(1, 16, 9, 13)
+    with torch.no_grad():
+        assert torch.allclose(short(x), conv(x), rtol=1e-5, atol=1e-6)
+    assert len(short.taps) * 16 // short.group == kernel * kernel * groups  # that many short sums
+
+
+def test_short_sum_conv_refuses_what_it_cannot_split():
+    for conv, groups in ((nn.Conv2d(8, 8, 3, stride=2, padding=1), 1), (nn.Conv2d(8, 8, 3, padding=0), 1),
+                         (nn.Conv2d(8, 8, 3, padding=1, groups=2), 1), (nn.Conv2d(6, 4, 1), 4)):
+        with pytest.raises(ValueError, match="ShortSumConv2d takes a stride-1 'same' conv"):
+            rewrites.ShortSumConv2d(conv, groups)
 
 
 def test_baked_rope_refuses_another_grid(fresh_net):
@@ -92,7 +114,8 @@ def test_baked_rope_refuses_another_grid(fresh_net):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_single_view_forward_alone_is_bit_exact(stress_net, fresh_net, shape):
     """Rank-4 input, torch.cat camera token, baked pos-embeds, depth-only head: no rounding change."""
-    mono = MonoDepth(fresh_net, *shape, RewriteOptions(False, False, False, None, layernorm_shift=None)).eval()
+    mono = MonoDepth(fresh_net, *shape, RewriteOptions(False, False, False, None, layernorm_shift=None,
+                                                       short_output_sums=False)).eval()
     image = load_photo_tensor("coffee", *shape)
     with torch.no_grad():
         assert torch.equal(mono(image), official_depth(stress_net, image))

@@ -4,9 +4,9 @@ columns next to what the GPU accelerator measured.
 Per tap of `MonoDepth.forward_taps`, against the exact FP32 computation with the same FP16
 weights (the shipped file's):
 - the storage floor: every PyTorch op's result rounded to FP16, its arithmetic exact. A GPU
-  that keeps its tensors in FP16 pays about this much even if it computed each op exactly,
-  so no rewrite that leaves the tensors in FP16 gets below it. (The delegate fuses some
-  elementwise ops, skipping a rounding, so it is a close estimate, not a strict bound.)
+  that keeps this graph's tensors in FP16 pays about this much even if it computed each op
+  exactly. (The delegate fuses some elementwise ops, skipping a rounding, so it is a close
+  estimate, not a strict bound; a rewrite that stores more tensors raises it.)
 - the depth gain: a small random error at that tap (relative RMS NOISE, independent per
   element), carried exactly to the output: 1 - r at the depth / 1 - r at the tap. Below 1 the
   rest of the network averages an error away; above 1 it amplifies it.

@@ -6,7 +6,7 @@ with rank-4 tensors only:
 - the camera token enters with `torch.cat` instead of `x[:, :, 0] = cam_token` (an in-place
   index assignment that lowers to SELECT_V2);
 - the backbone position embedding and the head's UV embedding are baked for H x W
-  (`rewrites.baked_pos_embed`, `rewrites.SeparableUVPosEmbed`);
+  (`rewrites.SeparablePosEmbed`, `rewrites.SeparableUVPosEmbed`);
 - only the `depth` branch of the DualDPT head is kept (the ray branch never feeds depth),
   and its last 1x1 conv keeps only the depth channel.
 Output: [1, 1, H, W], the official `depth` (exp of the head's first channel).
@@ -39,6 +39,10 @@ class RewriteOptions:
     # The head's last convs as short pairwise FP16 sums (rewrites.ShortSumConv2d; measured with
     # da3_litert_farm.precision).
     short_output_sums: bool = True
+    # The backbone position table computed from the shared 37x37 grid (rewrites.SeparablePosEmbed,
+    # exact to FP32 rounding) instead of baked per shape (rewrites.BakedPosEmbed, bit-exact): what
+    # lets a bundle of several aspects store almost nothing per aspect.
+    separable_pos_embed: bool = True
 
 
 class MonoDepth(nn.Module):
@@ -77,7 +81,8 @@ class MonoDepth(nn.Module):
         self.cls_token = nn.Parameter(vit.cls_token.detach().clone())
         # Single view: the official code puts the reference-view camera token at token 0.
         self.ref_camera_token = nn.Parameter(vit.camera_token.detach()[:, :1].clone())
-        self.register_buffer("pos_embed", rewrites.baked_pos_embed(vit, height, width))
+        pos_embed = rewrites.SeparablePosEmbed if options.separable_pos_embed else rewrites.BakedPosEmbed
+        self.pos_embed = pos_embed(vit, height, width)
         local, global_ = rewrites.rope_positions(vit, height, width)
         self.register_buffer("pos_local", local, persistent=False)
         self.register_buffer("pos_global", global_, persistent=False)
@@ -123,7 +128,7 @@ class MonoDepth(nn.Module):
     def _backbone(self, image: torch.Tensor, taps: dict | None = None) -> list[torch.Tensor]:
         taps = {} if taps is None else taps
         x = self.patch_embed(image)  # [1, N, C]
-        x = torch.cat((self.cls_token, x), dim=1) + self.pos_embed
+        x = self.pos_embed(torch.cat((self.cls_token, x), dim=1), image)
         taps["embed"] = x
         outputs, local_x = [], x
         for i, block in enumerate(self.blocks):

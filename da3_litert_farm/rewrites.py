@@ -13,6 +13,8 @@ SELECT_V2; `da3_litert_farm.gpu_lint` checks the exported file for exactly that.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
@@ -278,19 +280,105 @@ def shorten_output_sums(head: nn.Module) -> None:
     convs[-1] = ShortSumConv2d(convs[-1], channel_groups=4)
 
 
-def baked_pos_embed(vit: DinoVisionTransformer, height: int, width: int) -> torch.Tensor:
-    """The backbone's absolute position embedding for HxW, computed once: [1, 1+N, C].
+class BakedPosEmbed(nn.Module):
+    """The backbone's absolute position embedding for HxW as one constant table [1, 1+N, C].
 
-    Replaces: the bicubic `interpolate` of the 37x37 pretrained table on every forward. Its
-    lowering emits 16 GATHER_ND (and on device a RESIZE with no runtime input), both
-    rejected by the GPU delegate. Exact: the constant *is* the official
-    `interpolate_pos_encoding` output (its scale_factor with the 0.1 offset, not `size=`).
+    Replaces: the bicubic `interpolate` of the pretrained table on every forward. Its lowering
+    emits 16 GATHER_ND (and on device a RESIZE with no runtime input), both rejected by the GPU
+    delegate. Bit-exact: the constant *is* the official `interpolate_pos_encoding` output (its
+    scale_factor with the 0.1 offset, not `size=`). Costs 1+N x C FP32 values in every file;
+    `SeparablePosEmbed` (shipped) stores the shared 37x37 grid instead.
     """
-    n = (height // vit.patch_size) * (width // vit.patch_size)
-    tokens = torch.zeros(1, 1 + n, vit.embed_dim)
-    # The official caller passes (rows, cols) under the names (w, h); keep its convention.
-    with torch.no_grad():
-        return vit.interpolate_pos_encoding(tokens, height, width).detach().clone()
+
+    def __init__(self, vit: DinoVisionTransformer, height: int, width: int):
+        super().__init__()
+        n = (height // vit.patch_size) * (width // vit.patch_size)
+        with torch.no_grad():
+            table = vit.interpolate_pos_encoding(torch.zeros(1, 1 + n, vit.embed_dim), height, width)
+        self.register_buffer("table", table.detach().clone())
+
+    def forward(self, tokens: torch.Tensor, image: torch.Tensor) -> torch.Tensor:
+        return tokens + self.table
+
+
+class SeparablePosEmbed(nn.Module):
+    """The backbone's absolute position embedding for HxW, computed from the shared 37x37 table.
+
+    Replaces: the bicubic `interpolate`, like `BakedPosEmbed`, whose table (1+N x C FP32: 3.5 MB at
+    896x504) is most of what differs between the files of two aspects, so a bundle of several
+    aspects would store one per aspect.
+    Bicubic interpolation is linear and separable: table = rows @ grid @ cols^T per channel, with
+    the shared grid [1, C, 37, 37] and two small per-shape matrices (h x 37, w x 37), read off the
+    official `interpolate_pos_encoding` itself (its scale_factor with the 0.1 offset, not
+    `size=`). The grid is multiplied by a runtime 1 (the input clamped to [1, 1]), so the
+    converter cannot fold the matmuls back into a per-shape table. The matrices become
+    FULLY_CONNECTED weights, which ship in FP16 like every other weight; each is split into an
+    FP16 high part and the FP16 rest (R = hi + lo), so FP16 storage keeps about 22 bits of it.
+    (A BATCH_MATMUL with both operands at run time keeps FP32 too, but the GPU accelerator
+    computed it wrong: measured.)
+    Exact up to FP32 rounding (the matmuls add the same four nonzero products per axis);
+    checked against the official table when built.
+    """
+
+    def __init__(self, vit: DinoVisionTransformer, height: int, width: int):
+        super().__init__()
+        table = vit.pos_embed.detach().float()
+        channels, grid = table.shape[-1], int(round((table.shape[1] - 1) ** 0.5))
+        rows, cols = height // vit.patch_size, width // vit.patch_size
+        # Probe the official interpolation with row and column indicators: its response to
+        # "1 on grid row k" is rows[:, k] on every column (each 1-D bicubic kernel sums to 1).
+        if channels < 2 * grid:
+            raise ValueError(f"{channels} channels cannot probe a {grid}x{grid} grid's rows and columns at once")
+        probe = torch.zeros(1, 1 + grid * grid, channels)
+        probe_grid = probe[0, 1:].view(grid, grid, channels)
+        for k in range(grid):
+            probe_grid[k, :, k] = 1.0
+            probe_grid[:, k, grid + k] = 1.0
+        with torch.no_grad(), _swapped_pos_embed(vit, probe):
+            response = vit.interpolate_pos_encoding(torch.zeros(1, 1 + rows * cols, channels), height, width)
+        response = response[0, 1:].view(rows, cols, channels)
+        self.register_buffer("cls_pos", table[:, :1].clone())  # [1, 1, C], the same at every shape
+        self.register_buffer("grid", table[0, 1:].view(grid, grid, channels).permute(2, 0, 1)[None].clone())
+        self.register_buffer("rows_t", _fp16_parts(response[:, 0, :grid].T))  # [2, 37, h]
+        self.register_buffer("cols_t", _fp16_parts(response[0, :, grid:2 * grid].T))  # [2, 37, w]
+        with torch.no_grad():
+            official = vit.interpolate_pos_encoding(torch.zeros(1, 1 + rows * cols, channels), height, width).detach()
+            ours = self.table()
+        scale = float(official.abs().max())
+        if not torch.allclose(ours, official, rtol=0, atol=1e-6 * max(scale, 1e-30)):
+            raise AssertionError("separable position embedding differs from the official interpolation; "
+                                 "this rewrite would not be exact")
+
+    def table(self, one: torch.Tensor | None = None) -> torch.Tensor:
+        """[1, 1+N, C]: the class token's row, then the patch grid row-major."""
+        grid = self.grid if one is None else self.grid * one
+        by_cols = grid @ self.cols_t[0] + grid @ self.cols_t[1]  # [1, C, 37, w]
+        by_cols = by_cols.transpose(2, 3)
+        patches = by_cols @ self.rows_t[0] + by_cols @ self.rows_t[1]  # [1, C, w, h]
+        patches = patches.permute(0, 3, 2, 1).reshape(1, -1, self.grid.shape[1])
+        return torch.cat((self.cls_pos, patches), dim=1)
+
+    def forward(self, tokens: torch.Tensor, image: torch.Tensor) -> torch.Tensor:
+        # clamp(x, 1, 1) is 1 for every finite input, and no constant folder can tell.
+        one = torch.clamp(image[:, :1, :1, :1], 1.0, 1.0)
+        return tokens + self.table(one)
+
+
+def _fp16_parts(matrix: torch.Tensor) -> torch.Tensor:
+    """[2, ...]: the FP16 value of each element and the FP16 value of what that leaves out."""
+    high = matrix.half().float()
+    return torch.stack((high, (matrix - high).half().float()))
+
+
+@contextlib.contextmanager
+def _swapped_pos_embed(vit: DinoVisionTransformer, table: torch.Tensor) -> Iterator[None]:
+    """Temporarily give `vit` another pos_embed table (to probe its interpolation)."""
+    saved = vit.pos_embed
+    vit.pos_embed = nn.Parameter(table, requires_grad=False)
+    try:
+        yield
+    finally:
+        vit.pos_embed = saved
 
 
 # --------------------------------------------------------------------------- head

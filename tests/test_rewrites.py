@@ -115,7 +115,7 @@ def test_baked_rope_refuses_another_grid(fresh_net):
 def test_single_view_forward_alone_is_bit_exact(stress_net, fresh_net, shape):
     """Rank-4 input, torch.cat camera token, baked pos-embeds, depth-only head: no rounding change."""
     mono = MonoDepth(fresh_net, *shape, RewriteOptions(False, False, False, None, layernorm_shift=None,
-                                                       short_output_sums=False)).eval()
+                                                       short_output_sums=False, separable_pos_embed=False)).eval()
     image = load_photo_tensor("coffee", *shape)
     with torch.no_grad():
         assert torch.equal(mono(image), official_depth(stress_net, image))
@@ -163,7 +163,23 @@ def test_baked_pos_embed_is_the_official_interpolation(stress_net):
     vit = stress_net.backbone.pretrained
     n = (SMALL[0] // 14) * (SMALL[1] // 14)
     official = vit.interpolate_pos_encoding(torch.zeros(1, 1 + n, 384), *SMALL)
-    assert torch.equal(rewrites.baked_pos_embed(vit, *SMALL), official)
+    tokens = torch.zeros(1, 1 + n, 384)
+    assert torch.equal(rewrites.BakedPosEmbed(vit, *SMALL)(tokens, torch.zeros(1, 3, *SMALL)), official)
+
+
+@pytest.mark.parametrize("shape", [SMALL, (896, 504), (504, 896), (518, 518)])
+def test_separable_pos_embed_is_the_official_interpolation(stress_net, shape):
+    """rows @ grid @ cols^T (FP16 high + low parts) against the official bicubic table, to FP32 rounding."""
+    vit = stress_net.backbone.pretrained
+    n = (shape[0] // 14) * (shape[1] // 14)
+    official = vit.interpolate_pos_encoding(torch.zeros(1, 1 + n, 384), *shape).detach()
+    tokens = torch.randn(1, 1 + n, 384)
+    ours = rewrites.SeparablePosEmbed(vit, *shape)(tokens, torch.randn(1, 3, *shape))
+    torch.testing.assert_close(ours - tokens, official, rtol=0, atol=4e-6)
+    # Per shape it stores two small matrices, not the 1+N x 384 table.
+    per_shape = sum(b.numel() for name, b in rewrites.SeparablePosEmbed(vit, *shape).named_buffers()
+                    if name in ("rows_t", "cols_t"))
+    assert per_shape == 2 * 37 * (shape[0] // 14 + shape[1] // 14)
 
 
 # ---------------------------------------------------------------- graph: what each removes

@@ -19,6 +19,7 @@ MAX_SIDE = 2016  # 144 patches: far past what a phone GPU holds for global atten
 DEFAULT_LONG_SIDE = 896
 ASPECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ALLOWED_KEYS = ("ratio", "long_side", "height", "width")
+BUNDLE = "bundle"  # names the file of all aspects (artifact <catalog>-bundle), so no aspect may
 
 
 class AspectError(ValueError):
@@ -59,6 +60,8 @@ def plan_aspect(name: str, entry: object, default_long_side: int = DEFAULT_LONG_
     if not isinstance(name, str) or not ASPECT_NAME.match(name) or ".." in name or name.endswith((".", ".lock")):
         raise AspectError(f"{where}: aspect names use letters, digits, '_', '.', '-' (e.g. 9x16), with no '..' "
                           "and no trailing '.' or '.lock' (each name becomes part of a git tag)")
+    if name == BUNDLE:
+        raise AspectError(f"{where}: {BUNDLE!r} is reserved for the file that holds every aspect; choose another name")
     if not isinstance(entry, dict):
         raise AspectError(f'{where}: expected a mapping like {{ratio: "9:16"}} or {{height: 896, width: 504}}')
     unknown = sorted(set(entry) - set(ALLOWED_KEYS))

@@ -3,27 +3,26 @@
     python -m da3_litert_farm.catalog
 
 Lists exactly the aspects in params.yaml, each only if its CPU validation and its GPU check
-passed and its file still has the sha256 that validation, lint and GPU check recorded. Folders and dvc.lock entries of aspects no longer in
-params.yaml are removed.
+passed and its file still has the sha256 that validation, lint and GPU check recorded
+(da3_litert_farm.shipped), and the bundle of all of them.
 The document is validated against da3_litert_farm/catalog.schema.json before it is written.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
 import jsonschema
-import yaml
 
 from da3_litert_farm import fileio, paths
 from da3_litert_farm.params import Params, ParamsError, load_params
 from da3_litert_farm.photos import PREPROCESSING
 from da3_litert_farm.releases import stress_warning
+from da3_litert_farm.shipped import NotShippableError, verified
 
 SCHEMA_FILE = Path(__file__).with_name("catalog.schema.json")
 SCHEMA_VERSION = 1
@@ -53,30 +52,10 @@ def tool_versions() -> dict[str, str]:
 
 
 def model_entry(params: Params, name: str) -> dict:
-    """The catalog entry of one aspect, from what its validate stage recorded."""
+    """The catalog entry of one aspect, from what its validate and gpu stages recorded."""
     aspect = params.aspect(name)
-    try:
-        metrics = json.loads(paths.metrics(name).read_text())
-        lint = json.loads(paths.lint_report(name).read_text())
-    except FileNotFoundError as exc:
-        raise CatalogError(f"aspect {name}: not validated yet ({exc.filename} missing)") from None
-    if not metrics.get("passed"):
-        raise CatalogError(f"aspect {name}: validation failed: {metrics.get('failures')}")
-    if (metrics["height"], metrics["width"]) != (aspect.height, aspect.width):
-        raise CatalogError(f"aspect {name}: validated at {metrics['height']}x{metrics['width']}, "
-                           f"params say {aspect.shape}")
-    try:
-        gpu = json.loads(paths.gpu_metrics(name).read_text())
-    except FileNotFoundError as exc:
-        raise CatalogError(f"aspect {name}: not checked on the GPU yet ({exc.filename} missing)") from None
-    if not gpu.get("passed"):
-        raise CatalogError(f"aspect {name}: GPU check failed: {gpu.get('failures')}")
-    shipped = paths.fp16_model(name)
-    sha256 = fileio.sha256_file(shipped)
-    for what, record in (("validation", metrics), ("GPU lint", lint), ("GPU check", gpu)):
-        if sha256 != record.get("sha256"):
-            raise CatalogError(f"aspect {name}: {shipped} is not the file its {what} was about (sha256 "
-                               f"{sha256[:12]}... != {str(record.get('sha256'))[:12]}...); run `dvc repro`")
+    checked = verified(aspect)
+    metrics, lint, shipped, sha256 = checked.metrics, checked.lint, checked.file, checked.sha256
     fidelity = metrics["fidelity"]
     return {
         "aspect": name,
@@ -117,7 +96,7 @@ def model_entry(params: Params, name: str) -> dict:
             "fp16_weight_tensors": lint["fp16_weight_tensors"],
             "largest_tensor_bytes": lint["largest_tensor"]["fp16_bytes"],
         },
-        "gpu": gpu_entry(gpu),
+        "gpu": gpu_entry(checked.gpu),
     }
 
 
@@ -140,6 +119,34 @@ def gpu_entry(gpu: dict) -> dict:
     }
 
 
+def bundle_entry(models: list[dict]) -> dict:
+    """The bundle of exactly these models, from what the bundle stage recorded."""
+    try:
+        record = json.loads(paths.BUNDLE_RECORD.read_text())
+    except FileNotFoundError as exc:
+        raise CatalogError(f"no bundle yet ({exc.filename} missing); run `dvc repro`") from None
+    if fileio.sha256_file(paths.BUNDLE_MODEL) != record["sha256"]:
+        raise CatalogError(f"{paths.BUNDLE_MODEL} is not the file the bundle stage checked; run `dvc repro`")
+    bundled = {s["aspect"]: s["sha256"] for s in record["signatures"]}
+    if bundled != {m["aspect"]: m["sha256"] for m in models}:
+        raise CatalogError(f"the bundle holds {sorted(bundled)}, not exactly the catalogued files of "
+                           f"{sorted(m['aspect'] for m in models)}; run `dvc repro`")
+    gpu = record["gates"]["gpu"]
+    return {
+        "file": record["file"],
+        "sha256": record["sha256"],
+        "bytes": record["bytes"],
+        "singles_bytes": record["singles_bytes"],
+        "precision": PRECISION,
+        "signatures": [{k: s[k] for k in ("signature", "aspect", "height", "width", "own_bytes")}
+                       for s in record["signatures"]],
+        "gpu": {k: gpu[k] for k in ("checked", "reason", "adapter", "fully_accelerated", "signature", "photo",
+                                    "bitwise_equal") if k in gpu},
+        "load": {acc: {which: {k: v for k, v in figures.items() if k in ("aspect", "seconds", "peak_growth_mib")}
+                       for which, figures in costs.items()} for acc, costs in record["load"].items()},
+    }
+
+
 def build_catalog(params: Params, created: str | None = None) -> dict:
     provenance = json.loads(paths.PROVENANCE.read_text())
     document = {
@@ -151,52 +158,21 @@ def build_catalog(params: Params, created: str | None = None) -> dict:
         "tools": tool_versions(),
         "models": [model_entry(params, name) for name in params.aspects],
     }
+    document["bundle"] = bundle_entry(document["models"])
     if stress_warning(document):
         document["warning"] = stress_warning(document)
     validate_catalog(document)
     return document
 
 
-def prune_lock(params: Params) -> list[str]:
-    """Drop dvc.lock entries of per-aspect stages whose aspect left params.yaml.
-
-    DVC keeps them forever otherwise (and with them, cache objects `dvc gc` would keep).
-    DVC rewrites dvc.lock after this stage by reading it from disk, so the pruning stays.
-    """
-    from dvc.utils.serialize import modify_yaml
-
-    if not paths.LOCK_FILE.exists():
-        return []
-    dvc_stages = yaml.safe_load(paths.DVC_FILE.read_text())["stages"]
-    per_aspect = {name for name, stage in dvc_stages.items() if "foreach" in stage}
-    with modify_yaml(paths.LOCK_FILE) as lock:
-        stages = lock.get("stages", {})
-        stale = [name for name in stages if "@" in name and name.split("@", 1)[0] in per_aspect
-                 and name.split("@", 1)[1] not in params.aspects]
-        for name in stale:
-            del stages[name]
-    return stale
-
-
-def stale_aspect_dirs(params: Params) -> list[Path]:
-    if not paths.MODELS.is_dir():
-        return []
-    return sorted(d for d in paths.MODELS.iterdir() if d.is_dir() and d.name not in params.aspects)
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         params = load_params()
         document = build_catalog(params)
-    except (ParamsError, CatalogError, jsonschema.ValidationError) as exc:
+    except (ParamsError, CatalogError, NotShippableError, jsonschema.ValidationError) as exc:
         print(f"catalog: {exc}", file=sys.stderr)
         return 1
     fileio.write_json(paths.CATALOG, document)
-    for stale in stale_aspect_dirs(params):
-        shutil.rmtree(stale)
-        print(f"catalog: removed {stale} (aspect no longer in params.yaml)")
-    for entry in prune_lock(params):
-        print(f"catalog: removed {entry} from {paths.LOCK_FILE}")
     print(f"catalog: {document['name']} {document['version']} with {len(document['models'])} models "
           f"({', '.join(m['aspect'] for m in document['models'])}) -> {paths.CATALOG}")
     return 0

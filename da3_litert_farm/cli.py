@@ -2,7 +2,7 @@
 
   farm versions --repo R
   farm select   --repo R --version V (--aspect NAME | --camera WxH)
-  farm pull     --repo R --version V (--aspect NAME | --camera WxH) --out DIR
+  farm pull     --repo R --version V (--aspect NAME | --camera WxH | --bundle) --out DIR
   farm diff     --repo R A B
 
 R is the farm's git repository (a path or a git URL); V a published catalog version
@@ -19,6 +19,11 @@ aspect whose width/height ratio is closest to the camera's, measured in log spac
 Orientation counts only through the ratio: a nearly square landscape camera (1080x1024)
 gets the portrait 3x4 model rather than 16x9, because it crops less. Ties go to the model
 with more pixels, then to the aspect name. The choice and its ratio error are printed.
+
+`pull --bundle` writes the version's bundle instead: one .tflite holding every aspect, a
+signature per aspect (signature key = aspect name), the weights stored once; its sidecar lists
+each signature's input shape and preprocessing. The app picks the signature at run time the
+way `select` picks a model (da3_litert_farm.aspects.closest_aspect), and `select` names it.
 
 A catalog built from stress weights (a dry run of the farm) is flagged STRESS WEIGHTS by
 `select`, `pull` and every sidecar.
@@ -112,16 +117,55 @@ def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str)
     }
 
 
+CHOOSING = ("run the signature whose width/height ratio is closest, in log space, to the frame as it is fed to the "
+            "model (after rotation); ties to the larger input, then the name (farm select --camera WxH prints it)")
+
+
+def bundle_sidecar(catalog: dict, repo: str, model_file: str) -> dict:
+    """What an app needs to run the bundle: every signature's input, preprocessing and output."""
+    bundle, models = catalog["bundle"], {m["aspect"]: m for m in catalog["models"]}
+    return {
+        "sidecar_version": SIDECAR_VERSION,
+        "model_file": model_file,
+        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": repo,
+                    "tag": tag_for(catalog["version"])},
+        "kind": "bundle",
+        "sha256": bundle["sha256"],
+        "bytes": bundle["bytes"],
+        "precision": bundle["precision"],
+        "choosing_a_signature": CHOOSING,
+        "signatures": [{"signature": s["signature"], "aspect": s["aspect"], "ratio": models[s["aspect"]]["ratio"],
+                        **{k: models[s["aspect"]][k] for k in ("input", "output", "fidelity", "gpu")}}
+                       for s in bundle["signatures"]],
+        "load": bundle["load"],
+        "stress_weights": stress_warning(catalog) is not None,
+        "warning": stress_warning(catalog),
+    }
+
+
 def model_file_name(catalog: dict, entry: dict) -> str:
     return f"{catalog['name']}-{entry['aspect']}-{entry['height']}x{entry['width']}-fp16.tflite"
 
 
+def bundle_file_name(catalog: dict) -> str:
+    return f"{catalog['name']}-bundle-fp16.tflite"
+
+
 def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
-         remote: str | None = None) -> tuple[Path, str]:
-    """Download, verify, then place the model and its sidecar in `out`. Returns (model path, reason)."""
+         remote: str | None = None, bundle: bool = False) -> tuple[Path, str]:
+    """Download, verify, then place the model (or the bundle) and its sidecar in `out`.
+    Returns (model path, reason)."""
     catalog = read_catalog(repo, version)
-    entry, reason = choose(catalog, aspect, camera)
-    name = model_file_name(catalog, entry)
+    if bundle:
+        if "bundle" not in catalog:
+            raise PullError(f"catalog {version} has no bundle (made before the farm built one); pull one aspect")
+        entry, reason = catalog["bundle"], f"bundle of {', '.join(s['aspect'] for s in catalog['bundle']['signatures'])}"
+        name = bundle_file_name(catalog)
+        document = bundle_sidecar(catalog, repo, name)
+    else:
+        entry, reason = choose(catalog, aspect, camera)
+        name = model_file_name(catalog, entry)
+        document = sidecar(catalog, entry, repo, reason, name)
     api, dvc_error = _dvc_api()
     # Staged beside the target, on the same filesystem, so that placing is renaming; `out`
     # and its missing parents are created only once everything is verified.
@@ -140,7 +184,7 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
                             f"catalog says {entry['sha256']}; the remote copy is corrupt or tampered. "
                             f"{out} was left untouched")
         staged_sidecar = Path(staging) / f"{name}.json"
-        fileio.write_json(staged_sidecar, sidecar(catalog, entry, repo, reason, name))
+        fileio.write_json(staged_sidecar, document)
         place(staged, staged_sidecar, out)
     return out / name, reason
 
@@ -240,11 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
             which.add_argument("--aspect", help="catalogued aspect name, e.g. 9x16")
             which.add_argument("--camera", type=parse_camera, metavar="WxH",
                                help="camera frame size in pixels, e.g. 1080x1920 (portrait): picks the closest ratio")
+            return which
 
     common(sub.add_parser("versions", help="list published catalog versions"), pick=False)
     common(sub.add_parser("select", help="print which model a camera or aspect gets"))
-    p = sub.add_parser("pull", help="download and verify a model, write it with its sidecar")
-    common(p)
+    p = sub.add_parser("pull", help="download and verify a model (or the bundle), write it with its sidecar")
+    common(p).add_argument("--bundle", action="store_true",
+                           help="the bundle: every aspect in one file, a signature per aspect")
     p.add_argument("--out", required=True, type=Path, help="target directory (created if missing)")
     p.add_argument("--remote", help="DVC remote name to download from (default: the repository's default)")
     p = sub.add_parser("diff", help="what changed between two catalog versions")
@@ -269,9 +315,13 @@ def main(argv: list[str] | None = None) -> int:
             catalog = read_catalog(args.repo, args.version)
             entry, reason = choose(catalog, args.aspect, args.camera)
             print(f"{reason}\n{entry['aspect']}: {entry['file']} sha256 {entry['sha256']}")
+            if "bundle" in catalog:
+                print(f"in the bundle: signature {entry['aspect']!r} of {catalog['bundle']['file']} "
+                      f"(farm pull --bundle)")
             _warn(stress_warning(catalog))
         elif args.command == "pull":
-            path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote)
+            path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote,
+                                args.bundle)
             print(f"{reason}\nwrote {path} (sha256 verified) and {path.name}.json")
             _warn(json.loads(Path(f"{path}.json").read_text()).get("warning"))
         elif args.command == "diff":

@@ -22,25 +22,29 @@ METRICS = ("pearson", "cosine", "max_abs_error", "mean_rel_error")
 
 
 class TFLiteModel:
-    """A .tflite file in the LiteRT CPU interpreter; one input, one output."""
+    """A .tflite file in the LiteRT CPU interpreter: one signature (default: the first), one input,
+    one output."""
 
-    def __init__(self, path: Path | str, threads: int = 2):
+    def __init__(self, path: Path | str, threads: int = 2, signature: str | None = None):
         self.interpreter = Interpreter(model_path=str(path), num_threads=threads)
-        self.interpreter.allocate_tensors()
-        (self._in,), (self._out,) = self.interpreter.get_input_details(), self.interpreter.get_output_details()
+        signatures = list(self.interpreter.get_signature_list())
+        if signature is not None and signature not in signatures:
+            raise ValueError(f"{path} has no signature {signature!r}; it has {signatures}")
+        self._runner = self.interpreter.get_signature_runner(signature or signatures[0])
+        (self._in,), (self._out,) = self._runner.get_input_details().items(), \
+            self._runner.get_output_details().items()
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self._in["shape"])
+        return tuple(int(d) for d in self._in[1]["shape"])
 
     @property
     def output_shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self._out["shape"])
+        return tuple(int(d) for d in self._out[1]["shape"])
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
-        self.interpreter.set_tensor(self._in["index"], np.ascontiguousarray(image, np.float32))
-        self.interpreter.invoke()
-        return self.interpreter.get_tensor(self._out["index"]).copy()
+        outputs = self._runner(**{self._in[0]: np.ascontiguousarray(image, np.float32)})
+        return outputs[self._out[0]].copy()
 
 
 def fidelity_per_photo(official: torch.nn.Module, model: TFLiteModel, photos: tuple[str, ...],

@@ -84,9 +84,13 @@ def parse_adapter(log: str) -> Adapter | None:
 
 
 class GpuModel:
-    """One .tflite compiled for the GPU accelerator; one input, float32 I/O."""
+    """One .tflite compiled for the GPU accelerator; runs one signature (one input, float32 I/O).
 
-    def __init__(self, path: Path | str, enforce_f32: bool = False):
+    The runtime compiles every signature of the file at load, as the Kotlin and Python
+    `CompiledModel` do; `signature` picks the one to run (default: the first).
+    """
+
+    def __init__(self, path: Path | str, enforce_f32: bool = False, signature: str | None = None):
         from ai_edge_litert.compiled_model import CompiledModel
         from ai_edge_litert.gpu_options import GpuOptions
         from ai_edge_litert.hardware_accelerator import HardwareAccelerator
@@ -111,14 +115,17 @@ class GpuModel:
         self.adapter = parse_adapter(log[0])
         self.fully_accelerated = bool(self._model.is_fully_accelerated())
         self.rejected_ops = sorted(set(_REJECTED_OP.findall(log[0])))
-        signature = self._model.get_signature_list()
-        key = next(iter(signature))
-        (details,) = self._model.get_input_tensor_details(key).values()
+        signatures = list(self._model.get_signature_list())
+        if signature is not None and signature not in signatures:
+            raise GpuError(f"{path} has no signature {signature!r}; it has {signatures}")
+        self.signature = signature or signatures[0]
+        self._index = signatures.index(self.signature)
+        (details,) = self._model.get_input_tensor_details(self.signature).values()
         self.input_shape = tuple(int(d) for d in details["shape"])
         self.output_shapes = [tuple(int(d) for d in details["shape"])
-                              for details in self._model.get_output_tensor_details(key).values()]
-        self._inputs = self._model.create_input_buffers(0)
-        self._outputs = self._model.create_output_buffers(0)
+                              for details in self._model.get_output_tensor_details(self.signature).values()]
+        self._inputs = self._model.create_input_buffers(self._index)
+        self._outputs = self._model.create_output_buffers(self._index)
         self._used = False
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
@@ -136,7 +143,7 @@ class GpuModel:
         if image.shape != self.input_shape:
             raise ValueError(f"input {image.shape} != model input {self.input_shape}")
         self._inputs[0].write(image)
-        self._model.run_by_index(0, self._inputs, self._outputs)
+        self._model.run_by_index(self._index, self._inputs, self._outputs)
         wait_until_cpu_idle()
         try:
             outs = [buffer.read(int(np.prod(shape)), np.float32)

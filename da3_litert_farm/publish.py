@@ -29,6 +29,7 @@ import jsonschema
 import yaml
 
 from da3_litert_farm import fileio, paths
+from da3_litert_farm.aspects import BUNDLE
 from da3_litert_farm.catalog import validate_catalog
 from da3_litert_farm.params import ParamsError, load_params
 from da3_litert_farm.releases import (GitError, artifact_name, git, model_tag, published_versions, stress_warning,
@@ -45,19 +46,39 @@ def catalog_at(rev: str) -> dict:
     return json.loads(git("show", f"{rev}:{paths.CATALOG.as_posix()}"))
 
 
+def shipped_files(catalog: dict) -> dict[str, dict]:
+    """Every file a version ships, by artifact name: each aspect's model, and the bundle."""
+    files = {artifact_name(catalog, m["aspect"]): m for m in catalog["models"]}
+    if "bundle" in catalog:
+        files[artifact_name(catalog, BUNDLE)] = catalog["bundle"]
+    return files
+
+
 def artifacts_section(catalog: dict) -> dict:
-    """dvc.yaml `artifacts:` for every shipped model, so `dvc artifacts get` can fetch them."""
-    return {
+    """dvc.yaml `artifacts:` for every shipped model and the bundle, so `dvc artifacts get` can fetch them."""
+    labels = ["depth", "litert", "tflite"] + (["stress-weights"] if stress_warning(catalog) else [])
+    section = {
         artifact_name(catalog, m["aspect"]): {
             "path": m["file"],
             "type": "model",
             "desc": f"DA3-Small depth, {m['height']}x{m['width']} (HxW), FP16 weights, LiteRT GPU-clean",
-            "labels": ["depth", "litert", "tflite"] + (["stress-weights"] if stress_warning(catalog) else []),
+            "labels": labels,
             "meta": {"aspect": m["aspect"], "ratio": m["ratio"], "shape": m["input"]["shape"],
                      "precision": m["precision"], "sha256": m["sha256"], "catalog_version": catalog["version"]},
         }
         for m in catalog["models"]
     }
+    if "bundle" in catalog:
+        b = catalog["bundle"]
+        section[artifact_name(catalog, BUNDLE)] = {
+            "path": b["file"],
+            "type": "model",
+            "desc": "DA3-Small depth, every aspect in one file (a signature per aspect), FP16 weights, LiteRT GPU-clean",
+            "labels": labels + ["bundle"],
+            "meta": {"signatures": {s["signature"]: [1, 3, s["height"], s["width"]] for s in b["signatures"]},
+                     "precision": b["precision"], "sha256": b["sha256"], "catalog_version": catalog["version"]},
+        }
+    return section
 
 
 def write_artifacts_section(catalog: dict, dvc_file: Path = paths.DVC_FILE) -> bool:
@@ -97,6 +118,7 @@ def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = F
         if not (metrics.get("passed") and m["gpu_lint"]["gpu_clean"]
                 and fidelity["pearson_min"] >= fidelity["gate_min_pearson"]):
             raise PublishError(f"aspect {m['aspect']} failed its gates: {metrics.get('failures')}")
+    for m in shipped_files(catalog).values():
         if fileio.sha256_file(m["file"]) != m["sha256"]:
             raise PublishError(f"{m['file']} does not match its catalogued sha256")
     unchecked = [m["aspect"] for m in catalog["models"] if not m["gpu"]["checked"]]
@@ -130,8 +152,8 @@ def check_version(catalog: dict, published: list[str]) -> bool:
 
 def check_same_models(catalog: dict, rev: str) -> None:
     """Refuse when the catalog at `rev` ships other files than `catalog` does."""
-    before = {m["aspect"]: m["sha256"] for m in catalog_at(rev)["models"]}
-    now = {m["aspect"]: m["sha256"] for m in catalog["models"]}
+    before = {name: m["sha256"] for name, m in shipped_files(catalog_at(rev)).items()}
+    now = {name: m["sha256"] for name, m in shipped_files(catalog).items()}
     if before != now:
         changes = [f"{a}: {before.get(a, 'absent')[:12]} -> {now.get(a, 'absent')[:12]}"
                    for a in sorted(set(before) | set(now)) if before.get(a) != now.get(a)]
@@ -147,6 +169,8 @@ def planned_tags(catalog: dict) -> dict[str, str]:
     tags = {tag_for(catalog["version"]): f"{catalog['name']} {catalog['version']}: {aspects}{suffix}"}
     for m in catalog["models"]:
         tags[model_tag(catalog, m["aspect"])] = f"{artifact_name(catalog, m['aspect'])}, catalog {catalog['version']}{suffix}"
+    if "bundle" in catalog:
+        tags[model_tag(catalog, BUNDLE)] = f"{artifact_name(catalog, BUNDLE)}, catalog {catalog['version']}{suffix}"
     return tags
 
 
@@ -185,7 +209,7 @@ def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_
     if write_artifacts_section(catalog):
         git("add", paths.DVC_FILE.as_posix())
         git("commit", "-q", "-m", f"Declare the models of catalog {catalog['version']} as DVC artifacts")
-    files = [m["file"] for m in catalog["models"]]
+    files = [m["file"] for m in shipped_files(catalog).values()]
     push = subprocess.run([sys.executable, "-m", "dvc", "push", *(["-r", remote] if remote else []), *files],
                           capture_output=True, text=True)
     if push.returncode != 0:
@@ -195,7 +219,7 @@ def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_
     made = make_tags(catalog, tags)
     tag = tag_for(catalog["version"])
     summary = (f"{'re-pushed' if already and not made else 'published'} {catalog['name']} {catalog['version']} "
-               f"as {tag}: {len(files)} models")
+               f"as {tag}: {len(catalog['models'])} models" + (" and their bundle" if "bundle" in catalog else ""))
     if stress_warning(catalog):
         summary += " (STRESS WEIGHTS: --allow-stress)"
     if "origin" in git("remote").split():

@@ -3,7 +3,8 @@
     python -m da3_litert_farm.report
 
 Writes artifacts/report/index.html and its PNG images (relative links only: the page opens
-from the file system or any static host, with no script, CDN or server). Per catalogued aspect:
+from the file system or any static host, with no script, CDN or server). The bundle: its size
+against the files it replaces and what each aspect adds to it. Per catalogued aspect:
 a table row (shape, size, sha256, MACs, CPU and GPU fidelity, stage times), the letterbox
 penalty, and per validation photo the app-preprocessed input, the official depth, the shipped
 model's depth on the GPU accelerator (on the CPU where the GPU check was skipped, labelled so)
@@ -192,6 +193,34 @@ def letterbox_table(records: list[dict]) -> str:
     return f'<table id="letterbox"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+def bundle_section(catalog: dict) -> str:
+    """The bundle: its size against the files it replaces, and what each aspect adds to it."""
+    bundle = catalog.get("bundle")
+    if bundle is None:
+        return "<p>This catalog has no bundle.</p>"
+    models = {m["aspect"]: m for m in catalog["models"]}
+    rows = "".join(f'<tr data-aspect="{esc(s["aspect"])}">' + cells([
+        (s["signature"], False), (f"{s['height']} x {s['width']}", False),
+        (f"{models[s['aspect']]['bytes'] / 1e6:.1f}", True), (f"{s['own_bytes'] / 1e6:.2f}", True)]) + "</tr>"
+        for s in bundle["signatures"])
+    load = "; ".join(
+        f"{acc.upper()}: load {c['bundle']['seconds']:.1f} s and +{c['bundle']['peak_growth_mib']:.0f} MiB peak "
+        f"(one file, {c['single']['aspect']}: {c['single']['seconds']:.1f} s, +{c['single']['peak_growth_mib']:.0f} MiB)"
+        for acc, c in bundle["load"].items())
+    gpu = bundle["gpu"]
+    gpu_text = (f"On the GPU accelerator it loads fully accelerated, and signature {gpu['signature']} returned, bit for "
+                f"bit, what its own file returned ({gpu['photo']})." if gpu["checked"] and gpu.get("bitwise_equal")
+                else f"GPU: {gpu.get('reason', 'not checked')}.")
+    return (f'<p id="bundle-size">One file for every aspect, <code>{esc(bundle["file"])}</code>: '
+            f'<b>{bundle["bytes"] / 1e6:.1f} MB</b> instead of {bundle["singles_bytes"] / 1e6:.1f} MB for the '
+            f'{len(bundle["signatures"])} files ({bundle["bytes"] / bundle["singles_bytes"]:.2f}x): the FP16 weights '
+            f'are stored once. Each signature is its file\'s graph, byte for byte, and its CPU output is bitwise its '
+            f'file\'s. {esc(gpu_text)} Loading it compiles every signature (LiteRT\'s C++ API can select one): '
+            f'{esc(load)}.</p>'
+            '<table id="bundle"><thead><tr><th>signature</th><th>H x W</th><th>own file, MB</th>'
+            f'<th>adds to the bundle, MB</th></tr></thead><tbody>{rows}</tbody></table>')
+
+
 def bar(scale: Scale, unit: str = "") -> str:
     fmt = (lambda v: f"{v * 100:.2g}%") if unit == "%" else (lambda v: f"{v:.3g}")
     return (f'<div class="bar"><span>{esc(fmt(scale.low))}</span><img src="{IMAGES}/scale-{esc(scale.colors)}.png" '
@@ -248,6 +277,8 @@ the mean relative error is per pixel, both on the worst validation photo. GMACs:
 counted from the .tflite graph. Stage times are this build's wall-clock seconds. The GPU adapter in full:
 {esc(adapters)}.</p>
 {models_table(records)}
+<h2>The bundle: every aspect in one file</h2>
+{bundle_section(catalog)}
 <h2>Letterbox penalty: one square model instead</h2>
 <p>The official model at each aspect's own shape, against the same model run on the same photo letterboxed into a
 square of the same long side (zero padding, centred; the depth cropped back to the aspect's region at native scale and

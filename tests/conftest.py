@@ -74,5 +74,5 @@ def first_build(tmp_path_factory, stress_net) -> FirstBuild:
     """Two small aspects built from nothing by a plain sequential `dvc repro`."""
     farm = new_farm(tmp_path_factory.mktemp("farm"), stress_net, SMALL_ASPECTS)
     ran, _ = farm.repro()
-    assert ran == {"params", "checkpoint", "catalog", "report"} | chain("a", "b")
+    assert ran == {"params", "checkpoint", "bundle", "catalog", "report"} | chain("a", "b")
     return FirstBuild(farm, farm.lock(), farm.catalog())

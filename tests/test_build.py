@@ -94,7 +94,7 @@ def test_two_workers_leave_what_a_sequential_repro_leaves(farm, first_build):
             for s0, s1 in spans:
                 assert g1 <= s0 + 0.1 or g0 >= s1 - 0.1, (name, other, aspects)
     # The final `dvc repro` here restored every aspect from the run-cache and converted nothing.
-    assert final_repro(output) == (10, {"catalog", "report"}), output
+    assert final_repro(output) == (10, {"bundle", "catalog", "report"}), output
 
     lock, sequential = farm.lock(), first_build.lock
     assert list(lock) == list(sequential)
@@ -163,7 +163,7 @@ def test_workers_without_a_shared_cache_build_through_the_remote(farm, tmp_path)
     (clone.root / "dvc.lock").unlink()  # nothing to go by but the run-cache
     ran, output = clone.repro("--pull")
     assert ran == {"params", "catalog", "report"}, output
-    assert restored_stages(output) == {"checkpoint"} | chain("a", "b", "c", "d")
+    assert restored_stages(output) == {"checkpoint", "bundle"} | chain("a", "b", "c", "d")
     assert sha256_file(clone.root / "artifacts/models/d/model_fp16.tflite") == farm.file_hashes("d")["model_fp16.tflite"]
 
     # Workers clone the repository at this commit into folders of their own (own DVC cache) and
@@ -174,7 +174,7 @@ def test_workers_without_a_shared_cache_build_through_the_remote(farm, tmp_path)
     aspects, output = build(clone, "--workspace", "clone", "--repo-url", str(clone.root))
     assert aspects["e"]["ran"] == chain("e"), output
     assert all(aspects[a]["ran"] == set() for a in "abcd"), output
-    assert final_repro(output)[1] <= {"params", "catalog", "report"}, output
+    assert final_repro(output)[1] <= {"params", "bundle", "catalog", "report"}, output
     assert [m["aspect"] for m in clone.catalog()["models"]] == ["a", "b", "c", "d", "e"]
     e_files = {m["aspect"]: m for m in clone.catalog()["models"]}["e"]
     assert sha256_file(clone.root / e_files["file"]) == e_files["sha256"]

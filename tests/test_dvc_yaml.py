@@ -9,7 +9,7 @@ from da3_litert_farm import paths
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY = {"params": "params", "checkpoint": "checkpoint", "patch": "patch", "export": "export", "quantize": "quantize",
-         "validate": "validate", "gpu": "gpu", "catalog": "catalog", "report": "report"}
+         "validate": "validate", "gpu": "gpu", "bundle": "bundle", "catalog": "catalog", "report": "report"}
 DATA_FILES = {"catalog": {"da3_litert_farm/catalog.schema.json"}}
 
 
@@ -64,10 +64,13 @@ def test_outputs_are_the_paths_module():
     assert _outs(s["validate"]) == [paths.lint_report(key).as_posix(), paths.depth_maps(key).as_posix(),
                                     paths.metrics(key).as_posix()]
     assert _outs(s["gpu"]) == [paths.gpu_depth(key).as_posix(), paths.gpu_metrics(key).as_posix()]
+    assert _outs(s["bundle"]) == [paths.BUNDLE_DIR.as_posix()]
+    assert {paths.BUNDLE_MODEL.parent, paths.BUNDLE_RECORD.parent} == {paths.BUNDLE_DIR}
     assert _outs(s["catalog"]) == [paths.CATALOG.as_posix()]
     assert _outs(s["report"]) == [paths.REPORT_PAGE.as_posix(), paths.REPORT_IMAGES.as_posix(),
                                   paths.PLOTS.as_posix(), paths.SUMMARY.as_posix()]
-    assert paths.MODELS.as_posix() in s["catalog"]["deps"]
+    assert paths.MODELS.as_posix() in s["bundle"]["deps"]
+    assert {paths.MODELS.as_posix(), paths.BUNDLE_DIR.as_posix()} <= set(s["catalog"]["deps"])
     assert {paths.MODELS.as_posix(), paths.CATALOG.as_posix()} <= set(s["report"]["deps"])
     assert paths.LOCAL_CHECKPOINTS.as_posix() in s["checkpoint"]["deps"]
 
@@ -91,7 +94,8 @@ def test_the_params_check_runs_before_any_stage_that_removes_outputs():
                 "gpu": paths.fp16_model}
     for name, made_by_earlier_stage in upstream.items():
         assert made_by_earlier_stage("${key}").as_posix() in s[name]["deps"], name
-    assert paths.MODELS.as_posix() in s["catalog"]["deps"] and paths.CATALOG.as_posix() in s["report"]["deps"]
+    assert paths.MODELS.as_posix() in s["bundle"]["deps"] and paths.BUNDLE_DIR.as_posix() in s["catalog"]["deps"]
+    assert paths.CATALOG.as_posix() in s["report"]["deps"]
 
 
 def test_per_aspect_stages_read_only_their_aspect():

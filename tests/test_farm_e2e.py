@@ -63,6 +63,37 @@ def test_first_build_catalogs_every_aspect(farm):
         assert box["mac_ratio_square_to_native"] > 1
 
 
+def test_the_bundle_holds_every_catalogued_aspect(farm):
+    """One file, a signature per aspect; on the GPU accelerator each signature gives what its own file gave."""
+    catalog = farm.catalog()
+    bundle, models = catalog["bundle"], {m["aspect"]: m for m in catalog["models"]}
+    path = farm.root / bundle["file"]
+    assert sha256_file(path) == bundle["sha256"] and path.stat().st_size == bundle["bytes"]
+    assert [s["signature"] for s in bundle["signatures"]] == ["a", "b"]
+    assert bundle["singles_bytes"] == sum((farm.root / m["file"]).stat().st_size for m in models.values())
+    assert bundle["bytes"] < 0.6 * bundle["singles_bytes"]  # two files' weights stored once
+    record = json.loads((farm.root / "artifacts/bundle/bundle.json").read_text())
+    assert [s["sha256"] for s in record["signatures"]] == [models[a]["sha256"] for a in ("a", "b")]
+    assert record["gates"]["sharing"]["value"] <= record["gates"]["sharing"]["limit"]
+    gpu = bundle["gpu"]
+    assert gpu["checked"] and gpu["fully_accelerated"] and gpu["bitwise_equal"] and gpu["signature"] == "a"
+    for acc in ("cpu", "gpu"):
+        assert bundle["load"][acc]["bundle"]["seconds"] > 0 and bundle["load"][acc]["single"]["aspect"] == "a"
+    # The stage ran signature a; here b, against what gpu@b recorded for b's own file.
+    from da3_litert_farm.gpu_runtime import GpuModel
+    from da3_litert_farm.photos import cover_and_center_crop, load_photo, normalize
+
+    photo = gpu["photo"]
+    image = normalize(cover_and_center_crop(load_photo(photo), 224, 126))
+    with np.load(farm.root / "artifacts/models/b/gpu_depth.npz") as maps:
+        recorded = maps[photo]
+    model = GpuModel(path, signature="b")
+    assert model.fully_accelerated and model.input_shape == (1, 3, 224, 126)
+    assert np.array_equal(model(image), recorded)
+    page = (farm.root / "artifacts/report/index.html").read_text()
+    assert f"{bundle['bytes'] / 1e6:.1f} MB</b> instead of {bundle['singles_bytes'] / 1e6:.1f} MB" in page
+
+
 def test_report_shows_what_the_stages_measured(farm):
     catalog, report = farm.catalog(), farm.root / "artifacts" / "report"
     page = (report / "index.html").read_text()
@@ -154,7 +185,7 @@ def test_adding_an_aspect_builds_only_that_aspect(farm):
     doc["aspects"]["c"] = {"ratio": "1:1", "long_side": 112}
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"params", "catalog", "report"} | chain("c")
+    assert ran == {"params", "bundle", "catalog", "report"} | chain("c")
     assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "b", "c"]
     assert {a: farm.file_hashes(a) for a in ("a", "b")} == before
     diff = json.loads(subprocess.run([sys.executable, "-m", "dvc", "metrics", "diff", "HEAD", "--json"], cwd=farm.root,
@@ -176,7 +207,8 @@ def test_editing_validation_reruns_only_validation_and_catalog(farm):
     doc["validation"]["photos"] = ["astronaut", "coffee", "rocket"]
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"params", "validate@a", "validate@b", "validate@c", "gpu@a", "gpu@b", "gpu@c", "catalog", "report"}
+    assert ran == {"params", "validate@a", "validate@b", "validate@c", "gpu@a", "gpu@b", "gpu@c", "bundle", "catalog",
+                   "report"}
     assert set(farm.catalog()["models"][0]["fidelity"]["photos"]) == {"astronaut", "coffee", "rocket"}
     assert set(farm.catalog()["models"][0]["gpu"]["photos"]) == {"astronaut", "coffee", "rocket"}
 
@@ -256,8 +288,9 @@ def test_removed_aspect_vanishes_from_catalog_and_disk_and_comes_back_from_the_r
     b = doc["aspects"].pop("b")
     farm.set_params(doc)
     ran, output = farm.repro()
-    assert ran == {"params", "catalog", "report"}, output
+    assert ran == {"params", "bundle", "catalog", "report"}, output
     assert [m["aspect"] for m in farm.catalog()["models"]] == ["a", "c"]
+    assert [s["aspect"] for s in farm.catalog()["bundle"]["signatures"]] == ["a", "c"]
     assert sorted(p.name for p in (farm.root / "artifacts/summary").iterdir()) == ["a.json", "c.json"]
     assert not (farm.root / "artifacts" / "models" / "b").exists()
     assert "removed artifacts/models/b" in output
@@ -270,6 +303,7 @@ def test_removed_aspect_vanishes_from_catalog_and_disk_and_comes_back_from_the_r
     farm.set_params(doc)
     ran, output = farm.repro()
     assert ran == {"params", "catalog", "report"}, output
-    assert restored_stages(output) == chain("b")
+    assert restored_stages(output) == {"bundle"} | chain("b")  # the bundle of a, b, c was built before
+    assert [s["aspect"] for s in farm.catalog()["bundle"]["signatures"]] == ["a", "b", "c"]  # name order
     assert farm.file_hashes("b") == b_files
     assert sorted(m["aspect"] for m in farm.catalog()["models"]) == ["a", "b", "c"]

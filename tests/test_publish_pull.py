@@ -73,7 +73,8 @@ def published(tmp_path_factory):
             "noise, not depth") in out
     assert "--allow-stress" in out and not farm.git("tag").strip()
     out = run(sys.executable, "-m", "da3_litert_farm.publish", *ALLOW, cwd=farm.root, env=farm.env)
-    assert "published da3-small-litert 0.1.0 as catalog/v0.1.0: 3 models (STRESS WEIGHTS: --allow-stress)" in out
+    assert ("published da3-small-litert 0.1.0 as catalog/v0.1.0: 3 models and their bundle "
+            "(STRESS WEIGHTS: --allow-stress)") in out
     return root, farm
 
 
@@ -81,7 +82,7 @@ def test_a_stress_catalog_says_so_in_the_catalog_and_every_tag(published):
     _, farm = published
     catalog = farm.catalog()
     assert catalog["checkpoint"]["source"] == "random" and catalog["warning"].startswith("STRESS WEIGHTS")
-    for tag in ["catalog/v0.1.0"] + [f"da3-small-litert-{a}@v0.1.0" for a in TINY]:
+    for tag in ["catalog/v0.1.0", "da3-small-litert-bundle@v0.1.0"] + [f"da3-small-litert-{a}@v0.1.0" for a in TINY]:
         assert "STRESS WEIGHTS" in farm.git("tag", "-l", "-n99", tag), tag
     labels = yaml.safe_load((farm.root / "dvc.yaml").read_text())["artifacts"]["da3-small-litert-3x4"]["labels"]
     assert "stress-weights" in labels
@@ -116,12 +117,16 @@ def test_publish_pushed_files_tagged_and_declared_artifacts(published):
     root, farm = published
     remote = root / "da3-farm-remote"
     catalog = farm.catalog()
-    for m in catalog["models"]:
+    for m in catalog["models"] + [catalog["bundle"]]:
         md5 = hashlib.md5((farm.root / m["file"]).read_bytes()).hexdigest()
         assert (remote / "files" / "md5" / md5[:2] / md5[2:]).is_file()
-    assert {"catalog/v0.1.0", "da3-small-litert-9x16@v0.1.0"} <= set(farm.git("tag").split())
+    assert {"catalog/v0.1.0", "da3-small-litert-9x16@v0.1.0", "da3-small-litert-bundle@v0.1.0"} <= set(
+        farm.git("tag").split())
     artifacts = yaml.safe_load((farm.root / "dvc.yaml").read_text())["artifacts"]
-    assert set(artifacts) == {"da3-small-litert-9x16", "da3-small-litert-3x4", "da3-small-litert-16x9"}
+    assert set(artifacts) == {"da3-small-litert-9x16", "da3-small-litert-3x4", "da3-small-litert-16x9",
+                              "da3-small-litert-bundle"}
+    assert artifacts["da3-small-litert-bundle"]["meta"]["signatures"] == {
+        "9x16": [1, 3, 112, 70], "3x4": [1, 3, 112, 84], "16x9": [1, 3, 70, 112]}
     meta = artifacts["da3-small-litert-9x16"]["meta"]
     assert meta["shape"] == [1, 3, 112, 70] and meta["precision"] == "fp16-weights" and meta["aspect"] == "9x16"
     assert artifacts["da3-small-litert-9x16"]["type"] == "model"
@@ -147,8 +152,8 @@ def test_publish_refusals(published):
     doc["aspects"]["16x9"] = {"ratio": "16:9", "long_side": 140}
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"params", "patch@16x9", "export@16x9", "quantize@16x9", "validate@16x9", "gpu@16x9", "catalog",
-                   "report"}
+    assert ran == {"params", "patch@16x9", "export@16x9", "quantize@16x9", "validate@16x9", "gpu@16x9", "bundle",
+                   "catalog", "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "16x9 at long side 140")
     out = run(sys.executable, "-m", "da3_litert_farm.publish", *ALLOW, cwd=farm.root, env=farm.env, ok=False)
@@ -200,6 +205,34 @@ def test_pull_by_camera_from_a_clone(app_clone, tmp_path, camera, aspect, shape)
     from da3_litert_farm.fidelity import TFLiteModel
 
     assert TFLiteModel(model).output_shape == (1, 1, *shape)  # a real, loadable model
+
+
+def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
+    """One file for every aspect: sha256 as catalogued, a signature per aspect, each runs like its own file."""
+    app, env = app_clone
+    _, farm = published
+    target = tmp_path / "assets"
+    out = farm_cli("pull", "--repo", app, "--version", "0.1.0", "--bundle", "--out", target, env=env, cwd=tmp_path)
+    assert "bundle of 16x9, 3x4, 9x16" in out and "WARNING: STRESS WEIGHTS" in out  # signatures in name order
+    bundle = target / "da3-small-litert-bundle-fp16.tflite"
+    side = json.loads((target / f"{bundle.name}.json").read_text())
+    catalog = farm.catalog()
+    assert side["sha256"] == sha256_file(bundle) == catalog["bundle"]["sha256"]
+    assert side["kind"] == "bundle" and side["stress_weights"] is True
+    assert [(s["signature"], s["input"]["shape"]) for s in side["signatures"]] == [
+        ("16x9", [1, 3, 70, 112]), ("3x4", [1, 3, 112, 84]), ("9x16", [1, 3, 112, 70])]
+    assert all(s["input"]["preprocessing"]["std"] == [0.229, 0.224, 0.225] for s in side["signatures"])
+    singles = sum((farm.root / m["file"]).stat().st_size for m in catalog["models"])
+    assert bundle.stat().st_size < 0.5 * singles  # three files' weights stored once
+
+    from da3_litert_farm.fidelity import TFLiteModel
+    from da3_litert_farm.photos import cover_and_center_crop, load_photo, normalize
+
+    for m in catalog["models"]:
+        image = normalize(cover_and_center_crop(load_photo("coffee"), m["height"], m["width"]))
+        assert (TFLiteModel(bundle, signature=m["aspect"])(image) == TFLiteModel(farm.root / m["file"])(image)).all()
+    out = farm_cli("select", "--repo", app, "--version", "0.1.0", "--camera", "3024x4032", env=env, cwd=tmp_path)
+    assert "in the bundle: signature '3x4' of artifacts/bundle/model_fp16.tflite" in out
 
 
 def test_pull_by_aspect_and_version(app_clone, tmp_path):

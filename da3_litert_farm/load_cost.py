@@ -22,7 +22,17 @@ ACCELERATORS = ("cpu", "gpu")
 
 
 def peak_rss_mib() -> float:
-    """This process's peak resident memory (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    """This process's peak resident memory since its exec.
+
+    Linux: VmHWM. Not ru_maxrss, which a child inherits from its parent across fork and exec (a
+    measurement started from the farm's own process would read the farm's peak).
+    Elsewhere ru_maxrss (bytes on macOS).
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils
 
@@ -27,6 +29,7 @@ from da3_litert_farm.quantize import quantize_fp16
 from da3_litert_farm.shipped import Shipped
 from da3_litert_farm.stress import stress_model
 from tests.conftest import SMALL
+from tests.farm_repo import REPO
 
 PORTRAIT = (SMALL[1], SMALL[0])  # 224 x 126
 
@@ -147,3 +150,39 @@ def test_the_separable_position_embedding_keeps_per_shape_bytes_small(singles):
     own = sum(n for h, n in land.items() if h not in port)
     n_tokens = (SMALL[0] // 14) * (SMALL[1] // 14)
     assert own < (1 + n_tokens) * 384 * 4  # less than the baked table alone would be
+
+
+def test_the_bundle_stage_refuses_unshared_weights_and_writes_nothing(singles, tmp_path, monkeypatch, capsys):
+    """The stage itself, in a farm layout whose two aspects were built from different checkpoints."""
+    from da3_litert_farm import bundle, fileio, paths
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["aspects"] = {"land": {"height": SMALL[0], "width": SMALL[1]},
+                         "other": {"height": PORTRAIT[0], "width": PORTRAIT[1]}}
+    params["validation"]["gpu"] = "skip"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    for name, source in (("land", singles["land"]), ("other", singles["other"])):
+        shape = SMALL if name == "land" else PORTRAIT
+        paths.aspect_dir(name).mkdir(parents=True)
+        shutil.copy(source, paths.fp16_model(name))
+        sha = fileio.sha256_file(source)
+        fileio.write_json(paths.metrics(name), {"passed": True, "height": shape[0], "width": shape[1], "sha256": sha})
+        fileio.write_json(paths.lint_report(name), {"sha256": sha})
+        fileio.write_json(paths.gpu_metrics(name), {"passed": True, "checked": False, "sha256": sha})
+    assert bundle.main([]) == 1
+    err = capsys.readouterr().err
+    assert "bundle: FAILED sharing: the bundle is" in err and "same checkpoint" in err
+    assert not paths.BUNDLE_DIR.exists()
+    assert not [p for p in paths.ARTIFACTS.iterdir() if p.name.startswith(".")]  # no temporary left behind
+
+
+def test_load_cost_measures_the_loading_process_not_its_caller(small_tflite):
+    """The caller holds 800 MiB; the load in its fresh process reports its own peak, not the caller's."""
+    from da3_litert_farm import load_cost
+
+    ballast = np.ones(800 * 2**20 // 8)
+    cost = load_cost.measure(small_tflite[1], "cpu")
+    assert ballast.sum() > 0 and cost["peak_rss_mib"] < 700
+    assert cost["peak_growth_mib"] > small_tflite[1].stat().st_size / 2**20  # at least the file's weights
+    assert cost["seconds"] > 0

@@ -157,7 +157,8 @@ def test_publish_refusals(published):
     farm.git("add", "-A")
     farm.git("commit", "-qm", "16x9 at long side 140")
     out = run(sys.executable, "-m", "da3_litert_farm.publish", *ALLOW, cwd=farm.root, env=farm.env, ok=False)
-    assert "catalog 0.1.0 is already published with other files (16x9:" in out
+    assert "catalog 0.1.0 is already published with other files (da3-small-litert-16x9:" in out
+    assert "da3-small-litert-bundle:" in out  # the bundle holds the rebuilt 16x9 too
     assert "bump catalog.version" in out
 
     doc["catalog"]["version"] = "0.2.0"
@@ -216,21 +217,24 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
     assert "bundle of 16x9, 3x4, 9x16" in out and "WARNING: STRESS WEIGHTS" in out  # signatures in name order
     bundle = target / "da3-small-litert-bundle-fp16.tflite"
     side = json.loads((target / f"{bundle.name}.json").read_text())
-    catalog = farm.catalog()
+    catalog = json.loads(farm.git("show", "catalog/v0.1.0:artifacts/catalog.json"))  # as published
     assert side["sha256"] == sha256_file(bundle) == catalog["bundle"]["sha256"]
     assert side["kind"] == "bundle" and side["stress_weights"] is True
     assert [(s["signature"], s["input"]["shape"]) for s in side["signatures"]] == [
         ("16x9", [1, 3, 70, 112]), ("3x4", [1, 3, 112, 84]), ("9x16", [1, 3, 112, 70])]
     assert all(s["input"]["preprocessing"]["std"] == [0.229, 0.224, 0.225] for s in side["signatures"])
-    singles = sum((farm.root / m["file"]).stat().st_size for m in catalog["models"])
-    assert bundle.stat().st_size < 0.5 * singles  # three files' weights stored once
+    assert bundle.stat().st_size < 0.5 * sum(m["bytes"] for m in catalog["models"])  # weights stored once
 
     from da3_litert_farm.fidelity import TFLiteModel
     from da3_litert_farm.photos import cover_and_center_crop, load_photo, normalize
 
-    for m in catalog["models"]:
+    for m in catalog["models"]:  # each signature against its own file of the same version, pulled alone
+        single = tmp_path / "single" / m["aspect"]
+        farm_cli("pull", "--repo", app, "--version", "0.1.0", "--aspect", m["aspect"], "--out", single, env=env,
+                 cwd=tmp_path)
+        (path,) = single.glob("*.tflite")
         image = normalize(cover_and_center_crop(load_photo("coffee"), m["height"], m["width"]))
-        assert (TFLiteModel(bundle, signature=m["aspect"])(image) == TFLiteModel(farm.root / m["file"])(image)).all()
+        assert (TFLiteModel(bundle, signature=m["aspect"])(image) == TFLiteModel(path)(image)).all()
     out = farm_cli("select", "--repo", app, "--version", "0.1.0", "--camera", "3024x4032", env=env, cwd=tmp_path)
     assert "in the bundle: signature '3x4' of artifacts/bundle/model_fp16.tflite" in out
 
@@ -371,7 +375,8 @@ def test_publish_is_all_or_nothing_at_each_failure_point(published):
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.3.0")
     publish = [sys.executable, "-m", "da3_litert_farm.publish", *ALLOW]
-    expected = {f"refs/tags/catalog/v0.3.0"} | {f"refs/tags/da3-small-litert-{a}@v0.3.0" for a in TINY}
+    expected = {f"refs/tags/catalog/v0.3.0", "refs/tags/da3-small-litert-bundle@v0.3.0"} | {
+        f"refs/tags/da3-small-litert-{a}@v0.3.0" for a in TINY}
 
     # 1. The DVC remote cannot be written: nothing is tagged anywhere.
     (root / "blocker").write_text("a file where the remote's folder should be")

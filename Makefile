@@ -22,23 +22,23 @@ $(STAMP): pyproject.toml Makefile
 # The GPU check runs every shipped file on LiteRT's GPU accelerator. Without a GPU that needs
 # Mesa's software Vulkan driver: probed first (2 s), installed only when missing (root, apt).
 gpu-adapter: $(STAMP)
-	$(BIN)/python -m da3_litert_farm.gpu_setup
+	$(BIN)/python -m da3_litert_farm.gpu.gpu_setup
 
 # The report's check opens it in headless Chromium: Debian's chromium + chromium-driver (root, apt).
 browser: $(STAMP)
-	$(BIN)/python -m da3_litert_farm.browser_setup
+	$(BIN)/python -m da3_litert_farm.report.browser_setup
 
 # make farm JOBS=N: the aspects built N at a time on a Dask LocalCluster, each in a git worktree
-# sharing the DVC cache, then one `dvc repro` restores them all (da3_litert_farm/build.py).
+# sharing the DVC cache, then one `dvc repro` restores them all (da3_litert_farm/ops/build.py).
 farm: $(STAMP)
-	$(BIN)/python -m da3_litert_farm.params
-	$(BIN)/python -m da3_litert_farm.gpu_setup --unless-skipped
-	$(if $(JOBS),$(BIN)/python -m da3_litert_farm.build --jobs $(JOBS),$(BIN)/dvc repro)
+	$(BIN)/python -m stages.params
+	$(BIN)/python -m da3_litert_farm.gpu.gpu_setup --unless-skipped
+	$(if $(JOBS),$(BIN)/python -m da3_litert_farm.ops.build --jobs $(JOBS),$(BIN)/dvc repro)
 
 # The farm (artifacts/report/index.html is its last stage), then the page checked in headless
 # Chromium from disk, and its screenshot: artifacts/report/screenshot.png. Opens no window.
 report: farm browser
-	$(BIN)/python -m da3_litert_farm.report_check
+	$(BIN)/python -m da3_litert_farm.report.report_check
 
 test: gpu-adapter browser
 	$(BIN)/python -m pytest
@@ -46,18 +46,18 @@ test: gpu-adapter browser
 # make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped;
 # ARGS=--allow-stress  one built from stress weights (a dry run: everything then says so)
 publish: $(STAMP)
-	$(BIN)/python -m da3_litert_farm.publish $(ARGS)
+	$(BIN)/python -m da3_litert_farm.ops.publish $(ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m da3_litert_farm.bench --height 896 --width 504
+	$(BIN)/python -m da3_litert_farm.dev.bench --height 896 --width 504
 
 # Sequential dvc repro vs make farm JOBS=2, the run-cache, a fresh clone; an estimate for many machines.
 bench-build: gpu-adapter
-	$(BIN)/python -m da3_litert_farm.bench_build $(ARGS)
+	$(BIN)/python -m da3_litert_farm.dev.bench_build $(ARGS)
 
 # What `pip install <farm repo>` (the client) costs an app build, next to the full farm.
 bench-install: $(STAMP)
-	$(BIN)/python -m da3_litert_farm.bench_install $(ARGS)
+	$(BIN)/python -m da3_litert_farm.dev.bench_install $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

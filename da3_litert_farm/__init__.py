@@ -1,0 +1,1 @@
+"""DA3-SMALL LiteRT build farm: the library the stages/ modules run (see README: Layout)."""

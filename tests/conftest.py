@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from da3_litert_farm.export import convert_to_tflite
-from da3_litert_farm.mono_depth import MonoDepth
-from da3_litert_farm.quantize import quantize_fp16
-from da3_litert_farm.stress import stress_model
-from da3_litert_farm.weights import write_hub_layout
+from da3_litert_farm.convert.export import convert_to_tflite
+from da3_litert_farm.model.mono_depth import MonoDepth
+from da3_litert_farm.convert.quantize import quantize_fp16
+from da3_litert_farm.model.stress import stress_model
+from da3_litert_farm.model.weights import write_hub_layout
 
 from tests.farm_repo import SMALL_ASPECTS, Farm, chain, new_farm
 

@@ -13,12 +13,19 @@ from pathlib import Path
 import torch
 import yaml
 
-from da3_litert_farm.fileio import sha256_file
-from da3_litert_farm.weights import write_hub_layout
+from da3_litert_farm.core.fileio import sha256_file
+from da3_litert_farm.model.weights import write_hub_layout
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_ASPECTS = {"a": {"height": 126, "width": 224}, "b": {"ratio": "9:16", "long_side": 224}}
 PER_ASPECT = ("patch", "export", "quantize", "validate", "gpu")
+
+
+def run_stage(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Run stages/<name>.py as DVC does (`python -m stages.NAME`), in `cwd`, with this checkout's code."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
+    return subprocess.run([sys.executable, "-m", f"stages.{name}", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True)
 
 
 def chain(*aspects: str) -> set[str]:

@@ -1,6 +1,6 @@
 import pytest
 
-from da3_litert_farm.aspects import AspectError, Shape, closest_aspect, plan_aspect
+from da3_litert_farm.core.aspects import AspectError, Shape, closest_aspect, plan_aspect
 
 
 @pytest.mark.parametrize(

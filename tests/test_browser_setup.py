@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from da3_litert_farm.browser_setup import install_script, major
+from da3_litert_farm.report.browser_setup import install_script, major
 
 
 def test_debian_installs_its_own_chromium_and_driver():
@@ -19,7 +19,7 @@ def test_other_systems_get_no_guess():
 
 def test_this_machine_is_ready():
     """`make test` ran the set-up first: Chromium and a driver of the same major version."""
-    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.browser_setup", "--check"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.report.browser_setup", "--check"], capture_output=True,
                           text=True)
     assert proc.returncode == 0, proc.stderr
     browser, driver = proc.stdout.split(" with ")

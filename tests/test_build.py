@@ -1,4 +1,4 @@
-"""The parallel build (da3_litert_farm.build) on a real Dask LocalCluster of 2 workers.
+"""The parallel build (da3_litert_farm.ops.build) on a real Dask LocalCluster of 2 workers.
 
 One farm, tests in file order: two aspects from nothing (compared with the sequential
 `dvc repro` of the same inputs in conftest's first_build), a build in which one aspect's
@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from da3_litert_farm.fileio import sha256_file
+from da3_litert_farm.core.fileio import sha256_file
 from tests.farm_repo import SMALL_ASPECTS, Farm, chain, new_farm, restored_stages
 
 # Inputs and outputs that two builds of the same inputs write byte for byte. The others record
@@ -36,7 +36,7 @@ def farm(tmp_path_factory, stress_net) -> Farm:
 
 
 def build(farm: Farm, *args: str, expect_ok: bool = True) -> tuple[dict[str, dict], str]:
-    output = farm.run("-m", "da3_litert_farm.build", "--jobs", "2", *args, expect_ok=expect_ok)
+    output = farm.run("-m", "da3_litert_farm.ops.build", "--jobs", "2", *args, expect_ok=expect_ok)
     return parse(output), output
 
 
@@ -117,14 +117,14 @@ def test_two_workers_leave_what_a_sequential_repro_leaves(farm, first_build):
 def test_a_killed_aspect_fails_the_build_and_keeps_the_others(farm):
     catalog_before = (farm.root / "artifacts/catalog.json").read_bytes()
     farm.add_aspects(c={"ratio": "1:1", "long_side": 112}, d={"ratio": "3:4", "long_side": 112})
-    proc = subprocess.Popen([sys.executable, "-m", "da3_litert_farm.build", "--jobs", "2"], cwd=farm.root,
+    proc = subprocess.Popen([sys.executable, "-m", "da3_litert_farm.ops.build", "--jobs", "2"], cwd=farm.root,
                             env=farm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    killed = kill_when_running(["da3_litert_farm.export", "d"], proc)
+    killed = kill_when_running(["stages.export", "d"], proc)
     output = proc.communicate()[0]
     assert killed and proc.returncode == 1, output
     # -9 where DVC's shell execs the command, 137 (128 + SIGKILL) where the shell forks and reports it.
     assert re.search(r"build d: FAILED export@d on \S+: `.*dvc repro --single-item export@d` failed \(exit \d+\):"
-                     r".*failed to run: python -m da3_litert_farm.export d, exited with (-9|137)", output, re.S), output
+                     r".*failed to run: python -m stages.export d, exited with (-9|137)", output, re.S), output
     assert "1 of 4 aspects failed (d); artifacts/ untouched" in output
     assert parse(output)["c"]["ran"] == chain("c")
     # Nothing reached artifacts/: c waits in the cache, the catalog is the last good one.

@@ -18,16 +18,17 @@ import yaml
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils
 
-from da3_litert_farm import tflite_bundle
-from da3_litert_farm.aspects import Aspect, Shape
-from da3_litert_farm.bundle import check_sharing
-from da3_litert_farm.export import convert_to_tflite
-from da3_litert_farm.fidelity import TFLiteModel
-from da3_litert_farm.mono_depth import MonoDepth
-from da3_litert_farm.photos import cover_and_center_crop, load_photo, normalize
-from da3_litert_farm.quantize import quantize_fp16
-from da3_litert_farm.shipped import Shipped
-from da3_litert_farm.stress import stress_model
+from da3_litert_farm.convert import tflite_bundle
+from da3_litert_farm.core.aspects import Aspect, Shape
+from da3_litert_farm.checks.bundle import check_sharing
+from da3_litert_farm.convert.export import convert_to_tflite
+from da3_litert_farm.checks.fidelity import TFLiteModel
+from da3_litert_farm.model.mono_depth import MonoDepth
+from da3_litert_farm.model.photo_input import cover_and_center_crop, load_photo, normalize
+from da3_litert_farm.convert.quantize import quantize_fp16
+from da3_litert_farm.checks.shipped import Shipped
+from da3_litert_farm.model.stress import stress_model
+from tests.farm_repo import run_stage
 from tests.conftest import SMALL
 from tests.farm_repo import REPO
 
@@ -152,9 +153,9 @@ def test_the_separable_position_embedding_keeps_per_shape_bytes_small(singles):
     assert own < (1 + n_tokens) * 384 * 4  # less than the baked table alone would be
 
 
-def test_the_bundle_stage_refuses_unshared_weights_and_writes_nothing(singles, tmp_path, monkeypatch, capsys):
+def test_the_bundle_stage_refuses_unshared_weights_and_writes_nothing(singles, tmp_path, monkeypatch):
     """The stage itself, in a farm layout whose two aspects were built from different checkpoints."""
-    from da3_litert_farm import bundle, fileio, paths
+    from da3_litert_farm.core import fileio, paths
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["aspects"] = {"land": {"height": SMALL[0], "width": SMALL[1]},
@@ -170,8 +171,9 @@ def test_the_bundle_stage_refuses_unshared_weights_and_writes_nothing(singles, t
         fileio.write_json(paths.metrics(name), {"passed": True, "height": shape[0], "width": shape[1], "sha256": sha})
         fileio.write_json(paths.lint_report(name), {"sha256": sha})
         fileio.write_json(paths.gpu_metrics(name), {"passed": True, "checked": False, "sha256": sha})
-    assert bundle.main([]) == 1
-    err = capsys.readouterr().err
+    proc = run_stage("bundle", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = proc.stderr
     assert "bundle: FAILED sharing: the bundle is" in err and "same checkpoint" in err
     assert not paths.BUNDLE_DIR.exists()
     assert not [p for p in paths.ARTIFACTS.iterdir() if p.name.startswith(".")]  # no temporary left behind
@@ -179,7 +181,7 @@ def test_the_bundle_stage_refuses_unshared_weights_and_writes_nothing(singles, t
 
 def test_load_cost_measures_the_loading_process_not_its_caller(small_tflite):
     """The caller holds 800 MiB; the load in its fresh process reports its own peak, not the caller's."""
-    from da3_litert_farm import load_cost
+    from da3_litert_farm.gpu import load_cost
 
     ballast = np.ones(800 * 2**20 // 8)
     cost = load_cost.measure(small_tflite[1], "cpu")

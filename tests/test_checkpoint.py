@@ -9,11 +9,11 @@ import torch
 from huggingface_hub import constants
 from safetensors.torch import load_file, save_file
 
-from da3_litert_farm.checkpoint import build_checkpoint, fetch_from_hub
-from da3_litert_farm.fileio import sha256_file
-from da3_litert_farm.official import CheckpointError
-from da3_litert_farm.params import CheckpointParams
-from da3_litert_farm.weights import load_official_from_dir, write_hub_layout
+from da3_litert_farm.model.checkpoint import build_checkpoint, fetch_from_hub
+from da3_litert_farm.core.fileio import sha256_file
+from da3_litert_farm.model.official import CheckpointError
+from da3_litert_farm.config.params import CheckpointParams
+from da3_litert_farm.model.weights import load_official_from_dir, write_hub_layout
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -52,7 +52,7 @@ AUX_NORM = "model.head.scratch.output_conv2_aux.{}.2.{}"  # one LayerNorm, tied 
 
 def _save_every_name(stress_net, directory, edit=None):
     """A checkpoint saved the way fine-tuners do: save_file of a cloned state_dict, aliases included."""
-    from da3_litert_farm.official import HubLayout
+    from da3_litert_farm.model.official import HubLayout
 
     directory.mkdir()
     state = {k: v.detach().clone().contiguous() for k, v in HubLayout(stress_net).state_dict().items()}
@@ -175,9 +175,9 @@ def test_build_checkpoint_local_records_provenance(stress_checkpoint_dir, tmp_pa
 
 
 def test_stress_weights_are_seeded_and_span_a_decade(stress_net):
-    from da3_litert_farm.official import official_depth
-    from da3_litert_farm.photos import load_photo_tensor
-    from da3_litert_farm.stress import stress_model
+    from da3_litert_farm.model.official import official_depth
+    from da3_litert_farm.model.photo_input import load_photo_tensor
+    from da3_litert_farm.model.stress import stress_model
 
     again = stress_model(seed=0)
     other = stress_model(seed=1)

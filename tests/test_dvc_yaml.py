@@ -1,35 +1,41 @@
-"""dvc.yaml names exactly the code each stage runs and the paths da3_litert_farm.paths defines."""
+"""dvc.yaml names exactly the code each stage runs and the paths da3_litert_farm.core.paths defines."""
 
 import ast
 from pathlib import Path
 
 import yaml
 
-from da3_litert_farm import paths
+from da3_litert_farm.core import paths
 
 REPO = Path(__file__).resolve().parents[1]
-ENTRY = {"params": "params", "checkpoint": "checkpoint", "patch": "patch", "export": "export", "quantize": "quantize",
-         "validate": "validate", "gpu": "gpu", "bundle": "bundle", "catalog": "catalog", "report": "report"}
-DATA_FILES = {"catalog": {"da3_litert_farm/catalog.schema.json"}}
+STAGES = ("params", "checkpoint", "patch", "export", "quantize", "validate", "gpu", "bundle", "catalog", "report")
+DATA_FILES = {"catalog": {"da3_litert_farm/ops/catalog.schema.json"}}
 
 
-def stages_imported_by(module: str) -> set[str]:
-    """`da3_litert_farm.*` modules a module imports, at any depth (function-level imports included)."""
-    seen, todo = set(), [module]
+def _module_file(dotted: str) -> Path | None:
+    """The .py file of a dotted module name under the repository, or None (a package, a name, a library)."""
+    path = REPO / Path(*dotted.split("."))
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+def code_imported_by(stage: str) -> set[str]:
+    """stages/<stage>.py and every da3_litert_farm module it imports, at any depth (function-level
+    imports included), as repository paths. Package __init__ files hold only docstrings
+    (tests/test_contracts.py) and are not code a stage depends on."""
+    seen, todo = set(), [REPO / "stages" / f"{stage}.py"]
     while todo:
-        name = todo.pop()
-        if name in seen:
+        path = todo.pop()
+        if path in seen:
             continue
-        seen.add(name)
-        tree = ast.parse((REPO / "da3_litert_farm" / f"{name}.py").read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "da3_litert_farm":
-                todo += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("da3_litert_farm."):
-                todo.append(node.module.split(".", 1)[1])
+        seen.add(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("da3_litert_farm"):
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
-                todo += [a.name.split(".", 1)[1] for a in node.names if a.name.startswith("da3_litert_farm.")]
-    return {f"da3_litert_farm/{n}.py" for n in seen}
+                names = [a.name for a in node.names if a.name.startswith("da3_litert_farm")]
+            todo += [f for f in map(_module_file, names) if f is not None]
+    return {p.relative_to(REPO).as_posix() for p in seen}
 
 
 def dvc_stages():
@@ -39,10 +45,14 @@ def dvc_stages():
 
 def test_every_stage_depends_on_exactly_the_code_it_runs():
     for name, stage in dvc_stages().items():
-        code_deps = {d for d in stage["deps"] if d.startswith("da3_litert_farm/")}
-        expected = stages_imported_by(ENTRY[name]) | DATA_FILES.get(name, set())
+        code_deps = {d for d in stage["deps"] if d.startswith(("da3_litert_farm/", "stages/"))}
+        expected = code_imported_by(name) | DATA_FILES.get(name, set())
         assert code_deps == expected, f"{name}: extra {code_deps - expected}, missing {expected - code_deps}"
-        assert stage["cmd"].startswith(f"python -m da3_litert_farm.{ENTRY[name]}")
+        assert stage["cmd"].split(" ")[:3] == ["python", "-m", f"stages.{name}"]
+
+
+def test_every_stage_module_is_a_dvc_stage():
+    assert set(dvc_stages()) == set(STAGES) == {p.stem for p in (REPO / "stages").glob("*.py")} - {"__init__"}
 
 
 def _outs(stage):
@@ -111,7 +121,7 @@ def test_per_aspect_stages_read_only_their_aspect():
 
 
 def test_stage_params_name_real_keys():
-    from da3_litert_farm.params import load_params
+    from da3_litert_farm.config.params import load_params
 
     params = load_params(REPO / "params.yaml")
     for name, stage in dvc_stages().items():

@@ -20,12 +20,12 @@ import pytest
 import yaml
 from PIL import Image
 
-from da3_litert_farm.catalog import validate_catalog
-from da3_litert_farm.agreement import compare
-from da3_litert_farm.fileio import sha256_file
-from da3_litert_farm.params import load_params
-from da3_litert_farm.report_check import check_report
-from da3_litert_farm.report_images import as_plane, colorize, depth_scale
+from da3_litert_farm.ops.catalog import validate_catalog
+from da3_litert_farm.checks.agreement import compare
+from da3_litert_farm.core.fileio import sha256_file
+from da3_litert_farm.config.params import load_params
+from da3_litert_farm.report.report_check import check_report
+from da3_litert_farm.report.report_images import as_plane, colorize, depth_scale
 from tests.farm_repo import REPO, Farm, chain, restored_stages
 
 @pytest.fixture(scope="module")
@@ -80,8 +80,8 @@ def test_the_bundle_holds_every_catalogued_aspect(farm):
     for acc in ("cpu", "gpu"):
         assert bundle["load"][acc]["bundle"]["seconds"] > 0 and bundle["load"][acc]["single"]["aspect"] == "a"
     # The stage ran signature a; here b, against what gpu@b recorded for b's own file.
-    from da3_litert_farm.gpu_runtime import GpuModel
-    from da3_litert_farm.photos import cover_and_center_crop, load_photo, normalize
+    from da3_litert_farm.gpu.gpu_runtime import GpuModel
+    from da3_litert_farm.model.photo_input import cover_and_center_crop, load_photo, normalize
 
     photo = gpu["photo"]
     image = normalize(cover_and_center_crop(load_photo(photo), 224, 126))
@@ -148,7 +148,7 @@ def test_dvc_metrics_and_plots_show_the_summary(farm):
 
 
 def test_report_opens_in_a_headless_browser(farm, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.report_check"], cwd=farm.root, env=farm.env,
+    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.report.report_check"], cwd=farm.root, env=farm.env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # 2 aspects x 3 photos x (4 pictures + 3 scale bars)
@@ -272,7 +272,7 @@ def test_bad_params_fail_fast_and_touch_nothing(farm, edit, message):
     doc = farm.params
     edit(doc)
     farm.set_params(doc)
-    check = subprocess.run([sys.executable, "-m", "da3_litert_farm.params"], cwd=farm.root, env=farm.env,
+    check = subprocess.run([sys.executable, "-m", "stages.params"], cwd=farm.root, env=farm.env,
                            capture_output=True, text=True)
     assert check.returncode != 0 and message in check.stderr
     ran, output = farm.repro(expect_ok=False)

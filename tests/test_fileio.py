@@ -3,7 +3,7 @@ import stat
 
 import pytest
 
-from da3_litert_farm import fileio
+from da3_litert_farm.core import fileio
 
 
 def test_atomic_write_replaces_whole_file_with_normal_permissions(tmp_path):

@@ -8,11 +8,11 @@ import copy
 
 import pytest
 
-from da3_litert_farm.export import convert_to_tflite
-from da3_litert_farm.fidelity import TFLiteModel, fidelity_per_photo
-from da3_litert_farm.gpu_lint import lint
-from da3_litert_farm.patch import patch_model
-from da3_litert_farm.quantize import quantize_fp16
+from da3_litert_farm.convert.export import convert_to_tflite
+from da3_litert_farm.checks.fidelity import TFLiteModel, fidelity_per_photo
+from da3_litert_farm.checks.gpu_lint import lint
+from da3_litert_farm.model.patch import patch_model
+from da3_litert_farm.convert.quantize import quantize_fp16
 
 MAX_BYTES = 56_000_000  # 56 MB, decimal
 PUBLISHED_ONE_MINUS_R = 5.2e-4  # the hand conversion's 1 - 0.99948

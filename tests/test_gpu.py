@@ -1,6 +1,6 @@
 """The shipped graph on LiteRT's real GPU accelerator (FP16), and the gates on what it returns.
 
-Needs a WebGPU adapter: `make test` runs `python -m da3_litert_farm.gpu_setup` first, which installs
+Needs a WebGPU adapter: `make test` runs `python -m da3_litert_farm.gpu.gpu_setup` first, which installs
 Mesa's software Vulkan driver on a machine without a GPU.
 """
 
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from da3_litert_farm.agreement import compare
-from da3_litert_farm.fidelity import gate_fidelity
-from da3_litert_farm.gpu import GATE_KEYS, run_on_gpu
-from da3_litert_farm.gpu_runtime import GpuModel, probe, probe_model_bytes, wait_until_cpu_idle
-from da3_litert_farm.official import official_depth
-from da3_litert_farm.params import load_params
-from da3_litert_farm.photos import load_photo_tensor
+from da3_litert_farm.checks.agreement import compare
+from da3_litert_farm.checks.fidelity import gate_fidelity
+from da3_litert_farm.checks.gpu import GATE_KEYS, run_on_gpu
+from da3_litert_farm.gpu.gpu_runtime import GpuModel, probe, probe_model_bytes, wait_until_cpu_idle
+from da3_litert_farm.model.official import official_depth
+from da3_litert_farm.config.params import load_params
+from da3_litert_farm.model.photo_input import load_photo_tensor
 from tests.conftest import SMALL
 from tests.test_rewrites import Call, graph_of
 

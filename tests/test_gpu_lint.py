@@ -11,10 +11,10 @@ from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils
 from torch import nn
 
-from da3_litert_farm.fileio import sha256_file
-from da3_litert_farm.gpu_lint import lint, main
-from da3_litert_farm.gpu_memory import MIB
-from da3_litert_farm.quantize import quantize_fp16
+from da3_litert_farm.core.fileio import sha256_file
+from da3_litert_farm.checks.gpu_lint import lint, main
+from da3_litert_farm.core.gpu_memory import MIB
+from da3_litert_farm.convert.quantize import quantize_fp16
 
 
 def test_shipped_small_model_passes(small_tflite):
@@ -108,7 +108,7 @@ def test_resize_with_both_flags_is_rejected(small_tflite, tmp_path):
 
 def test_cli_prints_a_report(small_tflite):
     _, fp16 = small_tflite
-    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.gpu_lint", str(fp16), "--require-fp16"],
+    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.checks.gpu_lint", str(fp16), "--require-fp16"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

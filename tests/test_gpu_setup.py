@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from da3_litert_farm.gpu_setup import install_script, os_release
+from da3_litert_farm.gpu.gpu_setup import install_script, os_release
 
 
 def test_debian_12_gets_mesa_from_bookworm_backports():
@@ -28,7 +28,7 @@ def test_other_systems_get_no_guess():
 
 def test_this_machine_is_ready():
     """`make test` ran the set-up first: the accelerator must be usable here."""
-    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.gpu_setup", "--check"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.gpu.gpu_setup", "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "LiteRT GPU accelerator ready on" in proc.stdout
 
@@ -36,7 +36,7 @@ def test_this_machine_is_ready():
 @pytest.mark.skipif(install_script(os_release()) is None, reason="set-up knows only Debian and Ubuntu")
 def test_without_an_adapter_it_prints_the_command_and_fails():
     env = {**os.environ, "VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"}
-    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.gpu_setup", "--check"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.gpu.gpu_setup", "--check"], capture_output=True, text=True,
                           env=env)
     assert proc.returncode == 1
     assert "WebGPU found no adapter" in proc.stderr

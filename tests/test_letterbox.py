@@ -7,8 +7,8 @@ import math
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from da3_litert_farm.letterbox import depth_and_macs, letterbox, letterbox_penalty
-from da3_litert_farm.official import official_depth
+from da3_litert_farm.checks.letterbox import depth_and_macs, letterbox, letterbox_penalty
+from da3_litert_farm.model.official import official_depth
 from tests.conftest import SMALL
 
 

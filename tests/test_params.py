@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from da3_litert_farm import paths
-from da3_litert_farm.params import ParamsError, load_params, parse_params
-from da3_litert_farm.params import main as params_main
+from da3_litert_farm.core import paths
+from da3_litert_farm.config.params import ParamsError, load_params, parse_params
+from tests.farm_repo import run_stage
 
 REPO = Path(__file__).resolve().parents[1]
 VALID = {
@@ -49,7 +49,7 @@ def test_repository_params_are_valid():
 
 
 def test_a_square_896_aspect_fits_by_chunking_attention():
-    from da3_litert_farm.gpu_memory import MIB, plan_tensors
+    from da3_litert_farm.core.gpu_memory import MIB, plan_tensors
 
     params = parse_params(edited(aspects__square={"ratio": "1:1"}))
     square = params.aspect("square")
@@ -134,14 +134,15 @@ def test_the_params_stage_writes_each_aspect_checked_and_refuses_a_bad_file_with
     monkeypatch.chdir(tmp_path)
     doc = copy.deepcopy(VALID)
     Path("params.yaml").write_text(yaml.safe_dump(doc))
-    assert params_main(["--write"]) == 0
+    assert run_stage("params", "--write", cwd=tmp_path).returncode == 0
     written = {p.name: json.loads(p.read_text()) for p in paths.CHECKED_PARAMS.iterdir()}
     assert set(written) == {f"{name}.json" for name in doc["aspects"]} | {paths.CHECKED_CHECKPOINT.name}
     assert written[paths.CHECKED_CHECKPOINT.name] == doc["checkpoint"]
     before = {p.name: p.read_bytes() for p in paths.CHECKED_PARAMS.iterdir()}
     doc["long_side"] = 900
     Path("params.yaml").write_text(yaml.safe_dump(doc))
-    assert params_main(["--write"]) == 1
+    refused = run_stage("params", "--write", cwd=tmp_path)
+    assert refused.returncode == 1 and "long_side" in refused.stderr
     assert {p.name: p.read_bytes() for p in paths.CHECKED_PARAMS.iterdir()} == before
 
 

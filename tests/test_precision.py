@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from da3_litert_farm.agreement import relative_rms
-from da3_litert_farm.export import convert_to_tflite
-from da3_litert_farm.fp16_floor import Fp16Storage, tap_modules
-from da3_litert_farm.gpu_runtime import GpuError, GpuModel
-from da3_litert_farm.mono_depth import MonoDepth, RewriteOptions
-from da3_litert_farm.official import official_depth
-from da3_litert_farm.photos import load_photo_tensor
-from da3_litert_farm.precision import format_table, profile, tap_rows
-from da3_litert_farm.quantize import quantize_fp16
-from da3_litert_farm.stress import OUTLIERS, stress_model
+from da3_litert_farm.checks.agreement import relative_rms
+from da3_litert_farm.convert.export import convert_to_tflite
+from da3_litert_farm.dev.fp16_floor import Fp16Storage, tap_modules
+from da3_litert_farm.gpu.gpu_runtime import GpuError, GpuModel
+from da3_litert_farm.model.mono_depth import MonoDepth, RewriteOptions
+from da3_litert_farm.model.official import official_depth
+from da3_litert_farm.model.photo_input import load_photo_tensor
+from da3_litert_farm.dev.precision import format_table, profile, tap_rows
+from da3_litert_farm.convert.quantize import quantize_fp16
+from da3_litert_farm.model.stress import OUTLIERS, stress_model
 from tests.conftest import SMALL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,14 +125,14 @@ def test_outlier_stress_weights_exceed_the_fp16_square_range(stress_net):
 
 
 def test_profiler_names_a_bad_aspect_before_any_work():
-    result = subprocess.run([sys.executable, "-m", "da3_litert_farm.precision", "21x9"], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "da3_litert_farm.dev.precision", "21x9"], cwd=REPO,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert "precision 21x9: aspect '21x9' is not in params.yaml; configured: ['16x9', '3x4', '9x16']" in result.stderr
 
 
 def test_profiler_refuses_a_bad_layernorm_shift():
-    result = subprocess.run([sys.executable, "-m", "da3_litert_farm.precision", "9x16", "--layernorm-shift", "-2"],
+    result = subprocess.run([sys.executable, "-m", "da3_litert_farm.dev.precision", "9x16", "--layernorm-shift", "-2"],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "--layernorm-shift: '-2': give an integer K in [1, 12]" in result.stderr

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from da3_litert_farm.fileio import sha256_file
-from da3_litert_farm.report_check import check_report
+from da3_litert_farm.core.fileio import sha256_file
+from da3_litert_farm.report.report_check import check_report
 from tests.farm_repo import Farm, repo_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,15 +64,15 @@ def published(tmp_path_factory):
     farm.repro()
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.1.0")
-    out = run(sys.executable, "-m", "da3_litert_farm.publish", cwd=farm.root, env=farm.env, ok=False)
+    out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", cwd=farm.root, env=farm.env, ok=False)
     assert "aspects 9x16, 3x4, 16x9 were never run on the GPU accelerator (validation.gpu: skip)" in out
     assert "--allow-unchecked-gpu" in out and not farm.git("tag").strip()
-    out = run(sys.executable, "-m", "da3_litert_farm.publish", "--allow-unchecked-gpu", cwd=farm.root, env=farm.env,
+    out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", "--allow-unchecked-gpu", cwd=farm.root, env=farm.env,
               ok=False)
     assert ("catalog 0.1.0 was built from stress weights (checkpoint.source: random, seed 0): its models compute "
             "noise, not depth") in out
     assert "--allow-stress" in out and not farm.git("tag").strip()
-    out = run(sys.executable, "-m", "da3_litert_farm.publish", *ALLOW, cwd=farm.root, env=farm.env)
+    out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW, cwd=farm.root, env=farm.env)
     assert ("published da3-small-litert 0.1.0 as catalog/v0.1.0: 3 models and their bundle "
             "(STRESS WEIGHTS: --allow-stress)") in out
     return root, farm
@@ -89,7 +89,7 @@ def test_a_stress_catalog_says_so_in_the_catalog_and_every_tag(published):
 
 
 def test_trained_weights_need_no_stress_flag():
-    from da3_litert_farm.publish import PublishError, check_stress
+    from da3_litert_farm.ops.publish import PublishError, check_stress
 
     catalog = {"version": "1.0.0", "checkpoint": {"source": "local", "seed": None}}
     check_stress(catalog, allow_stress=False)  # local (and hub) weights publish without the flag
@@ -144,7 +144,7 @@ def test_publish_pushed_files_tagged_and_declared_artifacts(published):
 def test_publish_refusals(published):
     _, farm = published
     (farm.root / "notes.txt").write_text("wip")
-    assert "working tree is dirty" in run(sys.executable, "-m", "da3_litert_farm.publish", cwd=farm.root, env=farm.env, ok=False)
+    assert "working tree is dirty" in run(sys.executable, "-m", "da3_litert_farm.ops.publish", cwd=farm.root, env=farm.env, ok=False)
     (farm.root / "notes.txt").unlink()
 
     # Rebuild 16x9 at another shape but keep the version: refused, nothing tagged or pushed.
@@ -156,7 +156,7 @@ def test_publish_refusals(published):
                    "catalog", "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "16x9 at long side 140")
-    out = run(sys.executable, "-m", "da3_litert_farm.publish", *ALLOW, cwd=farm.root, env=farm.env, ok=False)
+    out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW, cwd=farm.root, env=farm.env, ok=False)
     assert "catalog 0.1.0 is already published with other files (da3-small-litert-16x9:" in out
     assert "da3-small-litert-bundle:" in out  # the bundle holds the rebuilt 16x9 too
     assert "bump catalog.version" in out
@@ -166,7 +166,7 @@ def test_publish_refusals(published):
     assert farm.repro()[0] == {"params", "catalog", "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.2.0")
-    assert "published da3-small-litert 0.2.0" in run(sys.executable, "-m", "da3_litert_farm.publish", *ALLOW,
+    assert "published da3-small-litert 0.2.0" in run(sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW,
                                                      cwd=farm.root, env=farm.env)
     # Going back to an older version is refused.
     doc["catalog"]["version"] = "0.0.9"
@@ -174,7 +174,7 @@ def test_publish_refusals(published):
     farm.repro()
     farm.git("add", "-A")
     farm.git("commit", "-qm", "older")
-    assert "older than the newest published 0.2.0" in run(sys.executable, "-m", "da3_litert_farm.publish",
+    assert "older than the newest published 0.2.0" in run(sys.executable, "-m", "da3_litert_farm.ops.publish",
                                                            *ALLOW, cwd=farm.root, env=farm.env,
                                                            ok=False)
 
@@ -203,7 +203,7 @@ def test_pull_by_camera_from_a_clone(app_clone, tmp_path, camera, aspect, shape)
     assert side["stress_weights"] is True and side["warning"].startswith("STRESS WEIGHTS")
     assert "WARNING: STRESS WEIGHTS" in out
 
-    from da3_litert_farm.fidelity import TFLiteModel
+    from da3_litert_farm.checks.fidelity import TFLiteModel
 
     assert TFLiteModel(model).output_shape == (1, 1, *shape)  # a real, loadable model
 
@@ -225,8 +225,8 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
     assert all(s["input"]["preprocessing"]["std"] == [0.229, 0.224, 0.225] for s in side["signatures"])
     assert bundle.stat().st_size < 0.5 * sum(m["bytes"] for m in catalog["models"])  # weights stored once
 
-    from da3_litert_farm.fidelity import TFLiteModel
-    from da3_litert_farm.photos import cover_and_center_crop, load_photo, normalize
+    from da3_litert_farm.checks.fidelity import TFLiteModel
+    from da3_litert_farm.model.photo_input import cover_and_center_crop, load_photo, normalize
 
     for m in catalog["models"]:  # each signature against its own file of the same version, pulled alone
         single = tmp_path / "single" / m["aspect"]
@@ -317,7 +317,7 @@ def test_select_explains_the_choice(app_clone, tmp_path):
 
 def test_pull_places_model_and_sidecar_so_no_reader_pairs_them_wrongly(tmp_path, monkeypatch):
     """Kill `place` after each of its steps: a sidecar on disk always describes the model beside it."""
-    from da3_litert_farm import cli
+    from da3_litert_farm.client import cli
 
     def pair(directory, payload):
         directory.mkdir()
@@ -374,7 +374,7 @@ def test_publish_is_all_or_nothing_at_each_failure_point(published):
     assert farm.repro()[0] == {"params", "catalog", "report"}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.3.0")
-    publish = [sys.executable, "-m", "da3_litert_farm.publish", *ALLOW]
+    publish = [sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW]
     expected = {f"refs/tags/catalog/v0.3.0", "refs/tags/da3-small-litert-bundle@v0.3.0"} | {
         f"refs/tags/da3-small-litert-{a}@v0.3.0" for a in TINY}
 

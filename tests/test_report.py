@@ -1,14 +1,12 @@
 """The report's pictures and its failure path (the page itself is tested on a real farm in test_farm_e2e)."""
 
-import os
-import subprocess
-import sys
 
 import numpy as np
 from matplotlib import colormaps
 
-from da3_litert_farm.agreement import compare, relative_error
-from da3_litert_farm.report_images import Scale, colorize, depth_scale, error_scale, scale_bar
+from da3_litert_farm.checks.agreement import compare, relative_error
+from da3_litert_farm.report.report_images import Scale, colorize, depth_scale, error_scale, scale_bar
+from tests.farm_repo import run_stage
 
 
 def test_the_error_map_is_the_map_behind_the_mean_relative_error():
@@ -39,9 +37,7 @@ def test_depth_colours_ignore_the_extreme_percent():
 
 
 def test_without_a_catalog_the_report_says_what_to_run_and_writes_nothing(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.report"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True)
+    proc = run_stage("report", cwd=tmp_path)
     assert proc.returncode == 1
     assert "report: artifacts/catalog.json is missing: run `dvc repro`" in proc.stderr
     assert list(tmp_path.iterdir()) == []

@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch import nn
 
-from da3_litert_farm import rewrites
-from da3_litert_farm.gpu_lint import lint
-from da3_litert_farm.mono_depth import MonoDepth, RewriteOptions
-from da3_litert_farm.official import official_depth
-from da3_litert_farm.photos import load_photo_tensor
+from da3_litert_farm.model import rewrites
+from da3_litert_farm.checks.gpu_lint import lint
+from da3_litert_farm.model.mono_depth import MonoDepth, RewriteOptions
+from da3_litert_farm.model.official import official_depth
+from da3_litert_farm.model.photo_input import load_photo_tensor
 from tests.conftest import SMALL
 
 SHAPES = [SMALL, (224, 126)]  # landscape and portrait grids
@@ -135,7 +135,7 @@ def test_all_rewrites_together_are_exact(stress_net, fresh_net, shape, upsampler
 @pytest.mark.parametrize("shift", [4, 8])
 def test_prescaled_layernorms_are_bit_exact(stress_net, fresh_net, shift):
     """x * 2^-shift with eps * 2^-2shift: every rounding the same, on plain and outlier weights."""
-    from da3_litert_farm.stress import stress_model
+    from da3_litert_farm.model.stress import stress_model
 
     for reference, net in ((stress_net, fresh_net), (stress_model(0, outliers=True), None)):
         net = net or copy.deepcopy(reference)

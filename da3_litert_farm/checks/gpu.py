@@ -1,0 +1,109 @@
+"""GPU stage: run the shipped file on LiteRT's real GPU accelerator, in FP16 as phones do.
+
+Run by the DVC stage in stages/gpu.py.
+
+Loads the shipped FP16 .tflite with the GPU accelerator (ML Drift over WebGPU; on a machine
+without a GPU, Mesa's lavapipe), records the adapter and whether every op runs on the GPU,
+and compares the GPU output with the official FP32 PyTorch model on the validation photos at
+the aspect's native shape, preprocessed as an app does. Writes gpu.json (DVC metrics) and the
+GPU's depth map of each photo (gpu_depth.npz, float32 [1,1,H,W] per photo name), then
+fails if a gate fails: fully accelerated, finite output, validation.gpu_min_pearson and
+validation.gpu_max_mean_rel on every photo. A failed aspect never reaches the catalog.
+
+With `validation.gpu: skip` it runs nothing and records that the check was skipped; the
+catalog says so and `make publish` refuses such a catalog unless told otherwise.
+
+The software adapter runs on the CPU cores: one inference at 896x504 takes about a minute on
+2 cores, and the first one at a new shape also compiles the shaders (Mesa caches them on
+disk). Run it alone: heavy work beside it can make a GPU read fail (see GpuModel).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from da3_litert_farm.core import fileio, paths
+from da3_litert_farm.core.aspects import Aspect
+from da3_litert_farm.checks.agreement import compare
+from da3_litert_farm.checks.fidelity import gate_fidelity
+from da3_litert_farm.gpu.gpu_runtime import Adapter, GpuError, GpuModel
+from da3_litert_farm.model.official import official_depth
+from da3_litert_farm.config.params import ValidationParams
+from da3_litert_farm.model.photo_input import load_photo_tensor
+from da3_litert_farm.model.weights import load_official_from_dir
+
+GATE_KEYS = ("validation.gpu_min_pearson", "validation.gpu_max_mean_rel")
+
+
+def references(photos: tuple[str, ...], height: int, width: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(input, official FP32 depth) per photo, computed before the GPU work starts, so the
+    official model's threads never compete with the software GPU for the cores."""
+    official = load_official_from_dir(paths.CHECKPOINT_DIR)
+    out = {}
+    for photo in photos:
+        image = load_photo_tensor(photo, height, width)
+        out[photo] = (image.numpy(), official_depth(official, image).numpy())
+    return out
+
+
+def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
+               max_mean_rel: float) -> tuple[dict, dict[str, np.ndarray]]:
+    """Load `model_file` on the GPU accelerator, run every photo, gate: (the gpu.json record,
+    the depth map of each photo)."""
+    started = time.time()
+    model = GpuModel(model_file)
+    adapter = model.adapter or Adapter("not reported by the runtime", "unknown", "unknown")
+    record = {
+        "checked": True,
+        "adapter": {"name": adapter.name, "backend": adapter.backend, "type": adapter.type},
+        "fully_accelerated": model.fully_accelerated,
+        "rejected_ops": model.rejected_ops,
+        "precision": model.precision,
+        "load_seconds": time.time() - started,
+        "photos": {},
+    }
+    failures, depths = [], {}
+    if not model.fully_accelerated:
+        rejected = ", ".join(model.rejected_ops) or "see `python -m da3_litert_farm.checks.gpu_lint FILE`"
+        failures.append(f"not fully accelerated: ops the GPU delegate rejected run on the CPU ({rejected})")
+    else:
+        for photo, (image, reference) in refs.items():
+            t = time.time()
+            try:
+                depth = model(image)
+            except GpuError as exc:
+                failures.append(f"photo {photo!r}: {exc}")
+                break
+            depths[photo] = depth
+            finite = bool(np.isfinite(depth).all())
+            record["photos"][photo] = {**compare(depth, reference), "finite": finite, "seconds": time.time() - t}
+            if not finite:
+                failures.append(f"non-finite output (NaN or Inf) on photo {photo!r}")
+    gates, gate_failures = gate_fidelity(record["photos"], min_pearson, max_mean_rel, GATE_KEYS) \
+        if record["photos"] else ({}, [])
+    failures += gate_failures
+    record.update(
+        pearson_min=gates.get("min_pearson", {}).get("value"),
+        mean_rel_max=gates.get("max_mean_rel", {}).get("value"),
+        seconds=time.time() - started,
+        gates={"fully_accelerated": {"passed": model.fully_accelerated},
+               "finite": {"passed": bool(record["photos"]) and all(m["finite"] for m in record["photos"].values())},
+               **gates},
+        passed=not failures,
+        failures=failures,
+    )
+    return record, depths
+
+
+def gpu_check(aspect: Aspect, validation: ValidationParams) -> tuple[dict, dict[str, np.ndarray]]:
+    shipped = paths.fp16_model(aspect.name)
+    head = {"aspect": aspect.name, "height": aspect.height, "width": aspect.width, "file": str(shipped),
+            "sha256": fileio.sha256_file(shipped)}
+    if validation.gpu == "skip":
+        return {**head, "checked": False, "reason": "validation.gpu is 'skip' in params.yaml", "passed": True,
+                "failures": []}, {}
+    refs = references(validation.photos, aspect.height, aspect.width)
+    record, depths = run_on_gpu(shipped, refs, validation.gpu_min_pearson, validation.gpu_max_mean_rel)
+    return {**head, **record}, depths

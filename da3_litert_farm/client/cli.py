@@ -1,0 +1,337 @@
+"""`farm`: fetch the right model for an app build from a published catalog version.
+
+  farm versions --repo R
+  farm select   --repo R --version V (--aspect NAME | --camera WxH)
+  farm pull     --repo R --version V (--aspect NAME | --camera WxH | --bundle) --out DIR
+  farm diff     --repo R A B
+
+R is the farm's git repository (a path or a git URL); V a published catalog version
+(git tag catalog/vV). `pull` downloads the model through DVC from the repository's
+remote, checks its sha256 against that version's catalog, and only then writes the
+.tflite and a JSON sidecar (input shape, layout, preprocessing, output meaning, the
+model's sha256) into DIR. Any failure leaves DIR untouched and creates nothing. The old
+sidecar goes first and the new one comes last, so a sidecar always describes the model
+beside it; an interrupted pull leaves a model with no sidecar (rerun it).
+
+Choosing by camera (--camera WxH, e.g. 1080x1920 for a portrait phone): the catalogued
+aspect whose width/height ratio is closest to the camera's, measured in log space (so
+9:16 and 16:9 are equally far from 1:1): the model that crops the least of the frame.
+Orientation counts only through the ratio: a nearly square landscape camera (1080x1024)
+gets the portrait 3x4 model rather than 16x9, because it crops less. Ties go to the model
+with more pixels, then to the aspect name. The choice and its ratio error are printed.
+
+`pull --bundle` writes the version's bundle instead: one .tflite holding every aspect, a
+signature per aspect (signature key = aspect name), the weights stored once; its sidecar lists
+each signature's input shape and preprocessing. The app picks the signature at run time the
+way `select` picks a model (da3_litert_farm.core.aspects.closest_aspect), and `select` names it.
+
+A catalog built from stress weights (a dry run of the farm) is flagged STRESS WEIGHTS by
+`select`, `pull` and every sidecar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from da3_litert_farm.core import fileio
+from da3_litert_farm.core.aspects import Aspect, Shape, closest_aspect
+from da3_litert_farm.core.releases import GitError, published_versions, stress_warning, tag_for
+
+SIDECAR_VERSION = 1
+
+
+class PullError(RuntimeError):
+    pass
+
+
+def _dvc_api():
+    import dvc.api
+    from dvc.exceptions import DvcException
+
+    return dvc.api, DvcException
+
+
+def read_catalog(repo: str, version: str) -> dict:
+    """The catalog.json of a published version; unknown versions list the known ones."""
+    try:
+        known = published_versions(repo)
+    except GitError as exc:
+        raise PullError(f"cannot read the versions of {repo}: {exc}") from None
+    if version not in known:
+        raise PullError(f"catalog version {version!r} is not published in {repo} (no tag {tag_for(version)}); "
+                        f"published: {', '.join(known) or 'none'}")
+    api, dvc_error = _dvc_api()
+    try:
+        return json.loads(api.read("artifacts/catalog.json", repo=repo, rev=tag_for(version)))
+    except (dvc_error, OSError, ValueError) as exc:
+        raise PullError(f"cannot read the catalog of {version} from {repo}: {exc}") from None
+
+
+def parse_camera(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"camera size {text!r} is not WIDTHxHEIGHT, e.g. 1080x1920") from None
+    if width <= 0 or height <= 0:
+        raise argparse.ArgumentTypeError(f"camera size {text!r} must be positive")
+    return width, height
+
+
+def choose(catalog: dict, aspect: str | None, camera: tuple[int, int] | None) -> tuple[dict, str]:
+    """The catalog entry to ship, and why."""
+    models = {m["aspect"]: m for m in catalog["models"]}
+    if aspect is not None:
+        if aspect not in models:
+            raise PullError(f"aspect {aspect!r} is not in catalog {catalog['version']}; available: {sorted(models)}")
+        return models[aspect], f"aspect {aspect} requested"
+    aspects = [Aspect(m["aspect"], m["ratio"], Shape(m["height"], m["width"])) for m in catalog["models"]]
+    best, why = closest_aspect(aspects, *camera)
+    return models[best.name], why
+
+
+def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str) -> dict:
+    return {
+        "sidecar_version": SIDECAR_VERSION,
+        "model_file": model_file,
+        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": repo,
+                    "tag": tag_for(catalog["version"])},
+        "aspect": entry["aspect"],
+        "ratio": entry["ratio"],
+        "selected": reason,
+        "sha256": entry["sha256"],
+        "bytes": entry["bytes"],
+        "precision": entry["precision"],
+        "input": entry["input"],
+        "output": entry["output"],
+        "fidelity": entry["fidelity"],
+        "gpu": entry.get("gpu", {"checked": False, "reason": "catalog made before the farm ran a GPU check"}),
+        "stress_weights": stress_warning(catalog) is not None,
+        "warning": stress_warning(catalog),
+    }
+
+
+CHOOSING = ("run the signature whose width/height ratio is closest, in log space, to the frame as it is fed to the "
+            "model (after rotation); ties to the larger input, then the name (farm select --camera WxH prints it)")
+
+
+def bundle_sidecar(catalog: dict, repo: str, model_file: str) -> dict:
+    """What an app needs to run the bundle: every signature's input, preprocessing and output."""
+    bundle, models = catalog["bundle"], {m["aspect"]: m for m in catalog["models"]}
+    return {
+        "sidecar_version": SIDECAR_VERSION,
+        "model_file": model_file,
+        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": repo,
+                    "tag": tag_for(catalog["version"])},
+        "kind": "bundle",
+        "sha256": bundle["sha256"],
+        "bytes": bundle["bytes"],
+        "precision": bundle["precision"],
+        "choosing_a_signature": CHOOSING,
+        "signatures": [{"signature": s["signature"], "aspect": s["aspect"], "ratio": models[s["aspect"]]["ratio"],
+                        **{k: models[s["aspect"]][k] for k in ("input", "output", "fidelity", "gpu")}}
+                       for s in bundle["signatures"]],
+        "load": bundle["load"],
+        "stress_weights": stress_warning(catalog) is not None,
+        "warning": stress_warning(catalog),
+    }
+
+
+def model_file_name(catalog: dict, entry: dict) -> str:
+    return f"{catalog['name']}-{entry['aspect']}-{entry['height']}x{entry['width']}-fp16.tflite"
+
+
+def bundle_file_name(catalog: dict) -> str:
+    return f"{catalog['name']}-bundle-fp16.tflite"
+
+
+def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
+         remote: str | None = None, bundle: bool = False) -> tuple[Path, str]:
+    """Download, verify, then place the model (or the bundle) and its sidecar in `out`.
+    Returns (model path, reason)."""
+    catalog = read_catalog(repo, version)
+    if bundle:
+        if "bundle" not in catalog:
+            raise PullError(f"catalog {version} has no bundle (made before the farm built one); pull one aspect")
+        entry, reason = catalog["bundle"], f"bundle of {', '.join(s['aspect'] for s in catalog['bundle']['signatures'])}"
+        name = bundle_file_name(catalog)
+        document = bundle_sidecar(catalog, repo, name)
+    else:
+        entry, reason = choose(catalog, aspect, camera)
+        name = model_file_name(catalog, entry)
+        document = sidecar(catalog, entry, repo, reason, name)
+    api, dvc_error = _dvc_api()
+    # Staged beside the target, on the same filesystem, so that placing is renaming; `out`
+    # and its missing parents are created only once everything is verified.
+    with tempfile.TemporaryDirectory(prefix=".farm-pull.", dir=_nearest_dir(out)) as staging:
+        staged = Path(staging) / name
+        try:
+            with api.open(entry["file"], repo=repo, rev=tag_for(version), remote=remote, mode="rb") as src, \
+                    open(staged, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (dvc_error, OSError) as exc:
+            raise PullError(f"cannot download {entry['file']} of catalog {version} from the DVC remote of "
+                            f"{repo}: {exc}") from None
+        digest = fileio.sha256_file(staged)
+        if digest != entry["sha256"]:
+            raise PullError(f"sha256 mismatch for {entry['file']} (catalog {version}): downloaded {digest}, "
+                            f"catalog says {entry['sha256']}; the remote copy is corrupt or tampered. "
+                            f"{out} was left untouched")
+        staged_sidecar = Path(staging) / f"{name}.json"
+        fileio.write_json(staged_sidecar, document)
+        place(staged, staged_sidecar, out)
+    return out / name, reason
+
+
+def place(model: Path, model_sidecar: Path, out: Path) -> None:
+    """Move a verified model and its sidecar into `out` so that no reader can pair them wrongly.
+
+    Each step is one atomic rename: the old sidecar goes, the model is replaced, the new
+    sidecar arrives. In between, the model has no sidecar, never another version's.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(out / model_sidecar.name)
+    os.replace(model, out / model.name)
+    os.replace(model_sidecar, out / model_sidecar.name)
+
+
+def _nearest_dir(out: Path) -> Path:
+    """`out`'s parent, or its nearest ancestor that exists."""
+    return next(p for p in (out.absolute().parent, *out.absolute().parents) if p.is_dir())
+
+
+def diff(repo: str, old: str, new: str) -> list[dict]:
+    """Per aspect, what changed between two catalog versions."""
+    a = {m["aspect"]: m for m in read_catalog(repo, old)["models"]}
+    b = {m["aspect"]: m for m in read_catalog(repo, new)["models"]}
+    rows = []
+    for aspect in sorted(set(a) | set(b)):
+        if aspect not in b:
+            rows.append({"aspect": aspect, "change": "removed", "shape": _shape(a[aspect])})
+        elif aspect not in a:
+            rows.append({"aspect": aspect, "change": "added", "shape": _shape(b[aspect]),
+                         "bytes": b[aspect]["bytes"], "pearson_min": b[aspect]["fidelity"]["pearson_min"],
+                         "gpu_pearson_min": _gpu_pearson(b[aspect])})
+        else:
+            x, y = a[aspect], b[aspect]
+            gx, gy = _gpu_pearson(x), _gpu_pearson(y)
+            rows.append({
+                "aspect": aspect,
+                "change": "changed" if x["sha256"] != y["sha256"] else "same",
+                "shape": _shape(x) if _shape(x) == _shape(y) else f"{_shape(x)} -> {_shape(y)}",
+                "bytes": y["bytes"], "bytes_delta": y["bytes"] - x["bytes"],
+                "pearson_min": y["fidelity"]["pearson_min"],
+                "pearson_delta": y["fidelity"]["pearson_min"] - x["fidelity"]["pearson_min"],
+                "gpu_pearson_min": gy,
+                "gpu_pearson_delta": gy - gx if gx is not None and gy is not None else None,
+                "sha256": f"{x['sha256'][:12]} -> {y['sha256'][:12]}" if x["sha256"] != y["sha256"] else x["sha256"][:12],
+            })
+    return rows
+
+
+def _gpu_pearson(m: dict) -> float | None:
+    """Worst GPU-FP16 Pearson, or None where the GPU check was skipped (or predates the farm's)."""
+    gpu = m.get("gpu") or {}
+    return gpu.get("pearson_min") if gpu.get("checked") else None
+
+
+def _gpu_text(value: float | None, delta: float | None = None) -> str:
+    if value is None:
+        return "not checked"
+    return f"{value:.7f}" + (f" ({delta:+.1e})" if delta is not None else "")
+
+
+def _shape(m: dict) -> str:
+    return f"{m['height']}x{m['width']}"
+
+
+def format_diff(rows: list[dict], old: str, new: str) -> str:
+    lines = [f"catalog {old} -> {new}",
+             f"{'aspect':<10} {'change':<8} {'shape HxW':<16} {'size':>22} {'pearson_min CPU':>24} "
+             f"{'pearson_min GPU FP16':>24}  sha256"]
+    for r in rows:
+        size = pearson = gpu = sha = ""
+        if "bytes_delta" in r:
+            size = f"{r['bytes'] / 1e6:.2f} MB ({r['bytes_delta'] / 1e6:+.2f})"
+            pearson = f"{r['pearson_min']:.7f} ({r['pearson_delta']:+.1e})"
+            gpu = _gpu_text(r["gpu_pearson_min"], r["gpu_pearson_delta"])
+            sha = r["sha256"]
+        elif "bytes" in r:
+            size, pearson = f"{r['bytes'] / 1e6:.2f} MB", f"{r['pearson_min']:.7f}"
+            gpu = _gpu_text(r["gpu_pearson_min"])
+        lines.append(f"{r['aspect']:<10} {r['change']:<8} {r['shape']:<16} {size:>22} {pearson:>24} {gpu:>24}  {sha}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="farm", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p, pick=True):
+        p.add_argument("--repo", required=True, help="the farm's git repository: a path or a git URL")
+        if pick:
+            p.add_argument("--version", required=True, help="published catalog version, e.g. 0.1.0")
+            which = p.add_mutually_exclusive_group(required=True)
+            which.add_argument("--aspect", help="catalogued aspect name, e.g. 9x16")
+            which.add_argument("--camera", type=parse_camera, metavar="WxH",
+                               help="camera frame size in pixels, e.g. 1080x1920 (portrait): picks the closest ratio")
+            return which
+
+    common(sub.add_parser("versions", help="list published catalog versions"), pick=False)
+    common(sub.add_parser("select", help="print which model a camera or aspect gets"))
+    p = sub.add_parser("pull", help="download and verify a model (or the bundle), write it with its sidecar")
+    common(p).add_argument("--bundle", action="store_true",
+                           help="the bundle: every aspect in one file, a signature per aspect")
+    p.add_argument("--out", required=True, type=Path, help="target directory (created if missing)")
+    p.add_argument("--remote", help="DVC remote name to download from (default: the repository's default)")
+    p = sub.add_parser("diff", help="what changed between two catalog versions")
+    common(p, pick=False)
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _warn(warning: str | None) -> None:
+    if warning:
+        print(f"WARNING: {warning}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "versions":
+            print("\n".join(published_versions(args.repo)) or "no published versions")
+        elif args.command == "select":
+            catalog = read_catalog(args.repo, args.version)
+            entry, reason = choose(catalog, args.aspect, args.camera)
+            print(f"{reason}\n{entry['aspect']}: {entry['file']} sha256 {entry['sha256']}")
+            if "bundle" in catalog:
+                print(f"in the bundle: signature {entry['aspect']!r} of {catalog['bundle']['file']} "
+                      f"(farm pull --bundle)")
+            _warn(stress_warning(catalog))
+        elif args.command == "pull":
+            path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote,
+                                args.bundle)
+            print(f"{reason}\nwrote {path} (sha256 verified) and {path.name}.json")
+            _warn(json.loads(Path(f"{path}.json").read_text()).get("warning"))
+        elif args.command == "diff":
+            rows = diff(args.repo, args.old, args.new)
+            print(json.dumps(rows, indent=2) if args.json else format_diff(rows, args.old, args.new))
+    except (PullError, GitError, OSError) as exc:
+        print(f"farm {args.command}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

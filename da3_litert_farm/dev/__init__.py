@@ -1,0 +1,1 @@
+"""Developer tools, not used by the farm: benchmarks and the FP16 precision profiler."""

@@ -1,0 +1,129 @@
+"""Benchmark how the farm builds: sequential `dvc repro` against the parallel build, the
+run-cache, and a fresh clone; then estimate a large farm from the measured per-aspect cost.
+
+    python -m da3_litert_farm.dev.bench_build [--long-side 224] [--jobs 2] [--machines 8 --aspects 24]
+
+Each build starts from nothing in a fresh copy of the repository's files (stress weights,
+the three default ratios at --long-side), with its own DVC cache. Run it alone: two heavy
+processes on few cores distort each other's times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from da3_litert_farm.dev.bench_install import repo_copy
+from da3_litert_farm.ops.build import dvc_env, dvc, git
+
+RATIOS = {"9x16": "9:16", "3x4": "3:4", "16x9": "16:9"}
+
+
+def new_repo(root: Path, long_side: int) -> Path:
+    repo = repo_copy(root)
+    doc = yaml.safe_load((repo / "params.yaml").read_text())
+    doc["checkpoint"]["source"] = "random"
+    doc["aspects"] = {name: {"ratio": ratio, "long_side": long_side} for name, ratio in RATIOS.items()}
+    (repo / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    git("init", "-q", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("-c", "user.email=bench@farm", "-c", "user.name=bench", "commit", "-qm", "bench", cwd=repo)
+    return repo
+
+
+def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
+    started = time.time()
+    proc = subprocess.run(cmd, cwd=cwd, env=dvc_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"bench_build: {' '.join(cmd)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    return time.time() - started, proc.stdout + proc.stderr
+
+
+def peak_child_rss_mb() -> float:
+    """Largest resident set of any process this benchmark has waited for so far."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def stage_seconds(repo: Path, aspect: str) -> dict[str, float]:
+    """What each stage of one aspect took, from the seconds the stages record."""
+    folder = repo / "artifacts/models" / aspect
+    read = {name: json.loads((folder / f"{name}.json").read_text()) for name in
+            ("patch", "export", "quantize", "metrics", "gpu")}
+    return {"patch": read["patch"]["seconds"], "export": read["export"]["seconds"],
+            "quantize": read["quantize"]["seconds"], "validate": read["metrics"]["seconds"],
+            "gpu": read["gpu"]["seconds"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m da3_litert_farm.dev.bench_build", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--long-side", type=int, default=224)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--machines", type=int, default=8)
+    parser.add_argument("--aspects", type=int, default=24)
+    args = parser.parse_args(argv)
+    python = [sys.executable, "-m"]
+    with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
+        tmp = Path(tmp)
+        seq = new_repo(tmp / "sequential", args.long_side)
+        seq_s, _ = timed([*python, "dvc", "repro"], seq)
+        seq_rss = peak_child_rss_mb()
+        print(f"3 aspects from nothing, sequential `dvc repro`: {seq_s:.1f} s; largest process {seq_rss:.0f} MB")
+
+        par = new_repo(tmp / "parallel", args.long_side)
+        par_s, out = timed([*python, "da3_litert_farm.ops.build", "--jobs", str(args.jobs)], par)
+        print(f"3 aspects from nothing, parallel build --jobs {args.jobs}: {par_s:.1f} s "
+              f"({seq_s / par_s:.2f}x the sequential speed)")
+        for line in re.findall(r"^build: \w+ on .*$", out, re.M):
+            print(f"  {line[len('build: '):]}")
+
+        doc_path = seq / "params.yaml"
+        full = doc_path.read_text()
+        doc = yaml.safe_load(full)
+        del doc["aspects"]["3x4"]
+        doc_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        removed_s, _ = timed([*python, "dvc", "repro"], seq)
+        doc_path.write_text(full)
+        readd_s, out = timed([*python, "dvc", "repro"], seq)
+        ran = re.findall(r"Running stage '([^']+@[^']+)'", out)
+        print(f"remove 3x4, dvc repro: {removed_s:.1f} s; add it back, dvc repro: {readd_s:.1f} s "
+              f"(converted: {', '.join(ran) or 'nothing'}; "
+              f"{len(re.findall('is cached - skipping run', out))} stages from the run-cache)")
+
+        remote = tmp / "remote"
+        dvc("remote", "add", "-d", "-f", "storage", str(remote), cwd=seq)
+        git("add", "-A", cwd=seq)
+        git("-c", "user.email=bench@farm", "-c", "user.name=bench", "commit", "-qm", "built", cwd=seq)
+        push_s, _ = timed([*python, "dvc", "push", "--run-cache"], seq)
+        clone = tmp / "clone"
+        git("clone", "-q", str(seq), str(clone), cwd=tmp)
+        (clone / "dvc.lock").unlink()  # nothing but the run-cache to go by
+        pull_s, out = timed([*python, "dvc", "repro", "--pull"], clone)
+        ran = re.findall(r"Running stage '([^']+@[^']+)'", out)
+        print(f"fresh clone: `dvc push --run-cache` there {push_s:.1f} s; `dvc repro --pull` here {pull_s:.1f} s, "
+              f"converted: {', '.join(ran) or 'nothing'}")
+
+        per_aspect = {a: stage_seconds(seq, a) for a in RATIOS}
+        convert = max(sum(v for k, v in s.items() if k != "gpu") for s in per_aspect.values())
+        gpu = max(s["gpu"] for s in per_aspect.values())
+        rounds = math.ceil(args.aspects / args.machines)
+        estimate = rounds * (convert + gpu) + pull_s * args.aspects / 3
+        print(f"per aspect (sequential run, slowest of 3): convert {convert:.1f} s, GPU check {gpu:.1f} s")
+        print(f"estimate, {args.aspects} aspects on {args.machines} machines like this one (one worker each; "
+              f"the GPU check has the machine alone): {rounds} aspects per machine x {convert + gpu:.0f} s "
+              f"+ restoring {args.aspects} aspects here ({pull_s * args.aspects / 3:.0f} s) = "
+              f"{estimate / 60:.1f} min, against {args.aspects * (convert + gpu) / 60:.1f} min on one machine")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Checkpoint stage: put the weights, once, in artifacts/checkpoint/ in the Hub layout.
+
+Run by the DVC stage in stages/checkpoint.py.
+
+Sources (params.yaml `checkpoint.source`):
+- hub: `repo` at `revision` through huggingface_hub and its normal cache. If the files
+  are cached, no network is used. Offline with nothing cached fails in seconds.
+- local: a directory holding config.json + model.safetensors (keys prefixed `model.`).
+- random: seeded stress weights (da3_litert_farm.model.stress), for dry runs and tests only;
+  `outliers: true` plants DINOv2-like outlier channels, to test FP16 fidelity.
+Whatever the source, the result is loaded strictly into the official model before it is
+written, and its sha256 is recorded in provenance.json.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+from da3_litert_farm.core import fileio
+from da3_litert_farm.model.official import CheckpointError
+from da3_litert_farm.config.params import HUB_FILES, CheckpointParams
+from da3_litert_farm.model.weights import WEIGHTS_FILE, load_official_from_dir, read_model_name, write_hub_layout
+
+_PROBE_TIMEOUT_S = 3.0
+
+
+def fetch_from_hub(repo: str, revision: str, cache_dir: Path | str | None = None) -> tuple[Path, str]:
+    """Both Hub files at `revision`, from the HF cache or the network: (snapshot dir, commit).
+
+    `cache_dir` defaults to huggingface_hub's own (HF_HOME / HF_HUB_CACHE).
+    """
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    def download(local_only: bool) -> Path:
+        files = [Path(hf_hub_download(repo, f, revision=revision, cache_dir=cache_dir,
+                                      local_files_only=local_only)) for f in HUB_FILES]
+        return files[0].parent
+
+    try:
+        snapshot = download(local_only=True)
+    except LocalEntryNotFoundError:
+        _require_hub_reachable(repo, revision)
+        try:
+            snapshot = download(local_only=False)
+        except Exception as exc:
+            raise CheckpointError(_offline_help(repo, revision, f"download failed: {exc}")) from None
+    return snapshot, snapshot.name  # the HF cache names each snapshot folder by its commit
+
+
+def _require_hub_reachable(repo: str, revision: str) -> None:
+    """Fail in seconds, not after huggingface_hub's minute of retries, when offline."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        raise CheckpointError(_offline_help(repo, revision, "HF_HUB_OFFLINE is set and nothing is cached"))
+    endpoint = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=_PROBE_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise CheckpointError(_offline_help(repo, revision, f"{endpoint.hostname} is unreachable ({exc})")) from None
+
+
+def _offline_help(repo: str, revision: str, reason: str) -> str:
+    return (
+        f"checkpoint.source is 'hub' but {repo}@{revision} is not in the Hugging Face cache and "
+        f"cannot be downloaded: {reason}.\n"
+        f"  - pre-download on a connected machine: hf download {repo} {' '.join(HUB_FILES)} "
+        f"--revision {revision}  (then copy ~/.cache/huggingface or set HF_HOME), or\n"
+        f"  - set checkpoint.source: local and checkpoint.path to a directory with {' + '.join(HUB_FILES)}, or\n"
+        f"  - set checkpoint.source: random for a dry run with stress weights (not for shipping)."
+    )
+
+
+def build_checkpoint(params: CheckpointParams, out_dir: Path) -> dict:
+    """Materialize the configured checkpoint into out_dir; return its provenance."""
+    provenance = {"source": params.source, "repo": None, "revision": None, "resolved_revision": None,
+                  "path": None, "seed": None, "outliers": None}
+    if params.source == "random":
+        from da3_litert_farm.model.stress import stress_model
+
+        write_hub_layout(out_dir, stress_model(params.seed, outliers=params.outliers))
+        provenance.update(seed=params.seed, outliers=params.outliers)
+    else:
+        if params.source == "hub":
+            src, commit = fetch_from_hub(params.repo, params.revision)
+            provenance.update(repo=params.repo, revision=params.revision, resolved_revision=commit)
+        else:
+            src = Path(params.path)
+            provenance["path"] = params.path  # load_params checked the two files exist
+        for f in HUB_FILES:
+            shutil.copyfile(src / f, out_dir / f)
+    load_official_from_dir(out_dir)  # strict: what downstream stages will load, checked once
+    provenance["model_name"] = read_model_name(out_dir)
+    provenance["weights_sha256"] = fileio.sha256_file(out_dir / WEIGHTS_FILE)
+    return provenance

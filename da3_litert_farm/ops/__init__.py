@@ -1,0 +1,1 @@
+"""Build and release operations: the parallel/distributed build, the catalog, publishing, pruning."""

@@ -1,0 +1,164 @@
+"""Catalog stage: one JSON document describing every shipped model, checked against its schema.
+
+Run by the DVC stage in stages/catalog.py.
+
+Lists exactly the aspects in params.yaml, each only if its CPU validation and its GPU check
+passed and its file still has the sha256 that validation, lint and GPU check recorded
+(da3_litert_farm.checks.shipped), and the bundle of all of them.
+The document is validated against da3_litert_farm/ops/catalog.schema.json before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import jsonschema
+
+from da3_litert_farm.core import fileio, paths
+from da3_litert_farm.config.params import Params
+from da3_litert_farm.core.photos import PREPROCESSING
+from da3_litert_farm.core.releases import stress_warning
+from da3_litert_farm.checks.shipped import verified
+
+SCHEMA_FILE = Path(__file__).with_name("catalog.schema.json")
+SCHEMA_VERSION = 1
+TOOLS = ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "depth-anything-3", "dvc")
+PRECISION = "fp16-weights"  # FP16 weights (dequantized at load), FP32 activations and I/O
+OUTPUT_MEANING = (
+    "relative depth: the official DA3 `depth` output (exp of the head's depth logit), larger is "
+    "farther; defined up to scale, not metric"
+)
+
+
+class CatalogError(RuntimeError):
+    pass
+
+
+def load_schema() -> dict:
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+def validate_catalog(document: dict) -> None:
+    """Raise jsonschema.ValidationError if the document does not follow the catalog schema."""
+    jsonschema.validate(document, load_schema(), cls=jsonschema.Draft202012Validator)
+
+
+def tool_versions() -> dict[str, str]:
+    return {name: metadata.version(name) for name in TOOLS}
+
+
+def model_entry(params: Params, name: str) -> dict:
+    """The catalog entry of one aspect, from what its validate and gpu stages recorded."""
+    aspect = params.aspect(name)
+    checked = verified(aspect)
+    metrics, lint, shipped, sha256 = checked.metrics, checked.lint, checked.file, checked.sha256
+    fidelity = metrics["fidelity"]
+    return {
+        "aspect": name,
+        "ratio": aspect.ratio,
+        "height": aspect.height,
+        "width": aspect.width,
+        "file": shipped.as_posix(),
+        "sha256": sha256,
+        "bytes": shipped.stat().st_size,
+        "precision": PRECISION,
+        "input": {
+            "shape": [1, 3, aspect.height, aspect.width],
+            "layout": "NCHW",
+            "dtype": "float32",
+            "preprocessing": PREPROCESSING,
+        },
+        "output": {
+            "shape": [1, 1, aspect.height, aspect.width],
+            "layout": "NCHW",
+            "dtype": "float32",
+            "meaning": OUTPUT_MEANING,
+        },
+        "fidelity": {
+            "reference": "official depth_anything_3 PyTorch model, FP32",
+            "gate_min_pearson": metrics["gates"]["min_pearson"]["limit"],
+            "gate_max_mean_rel": metrics["gates"]["max_mean_rel"]["limit"],
+            "pearson_min": fidelity["pearson"],
+            "cosine_min": fidelity["cosine"],
+            "max_abs_error": fidelity["max_abs_error"],
+            "mean_rel_error_max": fidelity["mean_rel_error"],
+            "photos": {photo: m["pearson"] for photo, m in fidelity["photos"].items()},
+        },
+        "gpu_lint": {
+            "gpu_clean": lint["gpu_clean"],
+            "ops": lint["ops"],
+            "max_rank": lint["max_rank"],
+            "op_histogram": lint["op_histogram"],
+            "fp16_weight_tensors": lint["fp16_weight_tensors"],
+            "largest_tensor_bytes": lint["largest_tensor"]["fp16_bytes"],
+        },
+        "gpu": gpu_entry(checked.gpu),
+    }
+
+
+def gpu_entry(gpu: dict) -> dict:
+    """What the GPU stage measured, or that it was skipped (never a figure that was not measured)."""
+    if not gpu["checked"]:
+        return {"checked": False, "reason": gpu["reason"]}
+    adapter = gpu["adapter"]
+    return {
+        "checked": True,
+        "fully_accelerated": gpu["fully_accelerated"],
+        "precision": gpu["precision"],
+        "adapter": f"{adapter['name']} ({adapter['backend']}, {adapter['type']})",
+        "gate_min_pearson": gpu["gates"]["min_pearson"]["limit"],
+        "gate_max_mean_rel": gpu["gates"]["max_mean_rel"]["limit"],
+        "pearson_min": gpu["pearson_min"],
+        "mean_rel_max": gpu["mean_rel_max"],
+        "seconds": round(gpu["seconds"], 1),
+        "photos": {photo: m["pearson"] for photo, m in gpu["photos"].items()},
+    }
+
+
+def bundle_entry(models: list[dict]) -> dict:
+    """The bundle of exactly these models, from what the bundle stage recorded."""
+    try:
+        record = json.loads(paths.BUNDLE_RECORD.read_text())
+    except FileNotFoundError as exc:
+        raise CatalogError(f"no bundle yet ({exc.filename} missing); run `dvc repro`") from None
+    if fileio.sha256_file(paths.BUNDLE_MODEL) != record["sha256"]:
+        raise CatalogError(f"{paths.BUNDLE_MODEL} is not the file the bundle stage checked; run `dvc repro`")
+    bundled = {s["aspect"]: s["sha256"] for s in record["signatures"]}
+    if bundled != {m["aspect"]: m["sha256"] for m in models}:
+        raise CatalogError(f"the bundle holds {sorted(bundled)}, not exactly the catalogued files of "
+                           f"{sorted(m['aspect'] for m in models)}; run `dvc repro`")
+    gpu = record["gates"]["gpu"]
+    return {
+        "file": record["file"],
+        "sha256": record["sha256"],
+        "bytes": record["bytes"],
+        "singles_bytes": record["singles_bytes"],
+        "precision": PRECISION,
+        "signatures": [{k: s[k] for k in ("signature", "aspect", "height", "width", "own_bytes")}
+                       for s in record["signatures"]],
+        "gpu": {k: gpu[k] for k in ("checked", "reason", "adapter", "fully_accelerated", "signature", "photo",
+                                    "bitwise_equal") if k in gpu},
+        "load": {acc: {which: {k: v for k, v in figures.items() if k in ("aspect", "seconds", "peak_growth_mib")}
+                       for which, figures in costs.items()} for acc, costs in record["load"].items()},
+    }
+
+
+def build_catalog(params: Params, created: str | None = None) -> dict:
+    provenance = json.loads(paths.PROVENANCE.read_text())
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "name": params.catalog.name,
+        "version": params.catalog.version,
+        "created": created or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "checkpoint": provenance,
+        "tools": tool_versions(),
+        "models": [model_entry(params, name) for name in params.aspects],
+    }
+    document["bundle"] = bundle_entry(document["models"])
+    if stress_warning(document):
+        document["warning"] = stress_warning(document)
+    validate_catalog(document)
+    return document

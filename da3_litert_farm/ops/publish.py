@@ -1,0 +1,253 @@
+"""Publish the built catalog: push the shipped files to the DVC remote and tag the version.
+
+    make publish            (python -m da3_litert_farm.ops.publish [--remote NAME])
+
+Refuses, before changing anything, when: the git working tree is dirty; the pipeline is
+not up to date (`dvc status`); the catalog's version is not params.yaml's; any catalogued
+model failed a gate or no longer has its catalogued sha256; any model skipped the GPU check
+(validation.gpu: skip) unless --allow-unchecked-gpu; the catalog was built from stress
+weights (checkpoint.source: random) unless --allow-stress; the version is older than the
+newest published one; or the version is already published with different files.
+
+All or nothing, as the remote and a client see it: the files are pushed to the DVC remote
+first; then every tag (`catalog/v<version>`, and `<artifact>@v<version>` per model, DVC's
+artifact versions) is made in one git transaction; then all are pushed to `origin` (if it
+exists) with `git push --atomic`. A client lists versions by their tags, so it never sees a
+version whose files are not on the remote. A rerun after any failure finishes the job and
+leaves what was already made (tags, the artifacts commit) as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from da3_litert_farm.core import fileio, paths
+from da3_litert_farm.core.aspects import BUNDLE
+from da3_litert_farm.ops.catalog import validate_catalog
+from da3_litert_farm.config.params import ParamsError, load_params
+from da3_litert_farm.core.releases import (GitError, artifact_name, git, model_tag, published_versions, stress_warning,
+                                      tag_for, version_key)
+
+ARTIFACTS_MARKER = "# --- artifacts: written by `make publish` from artifacts/catalog.json; do not edit below ---"
+
+
+class PublishError(RuntimeError):
+    pass
+
+
+def catalog_at(rev: str) -> dict:
+    return json.loads(git("show", f"{rev}:{paths.CATALOG.as_posix()}"))
+
+
+def shipped_files(catalog: dict) -> dict[str, dict]:
+    """Every file a version ships, by artifact name: each aspect's model, and the bundle."""
+    files = {artifact_name(catalog, m["aspect"]): m for m in catalog["models"]}
+    if "bundle" in catalog:
+        files[artifact_name(catalog, BUNDLE)] = catalog["bundle"]
+    return files
+
+
+def artifacts_section(catalog: dict) -> dict:
+    """dvc.yaml `artifacts:` for every shipped model and the bundle, so `dvc artifacts get` can fetch them."""
+    labels = ["depth", "litert", "tflite"] + (["stress-weights"] if stress_warning(catalog) else [])
+    section = {
+        artifact_name(catalog, m["aspect"]): {
+            "path": m["file"],
+            "type": "model",
+            "desc": f"DA3-Small depth, {m['height']}x{m['width']} (HxW), FP16 weights, LiteRT GPU-clean",
+            "labels": labels,
+            "meta": {"aspect": m["aspect"], "ratio": m["ratio"], "shape": m["input"]["shape"],
+                     "precision": m["precision"], "sha256": m["sha256"], "catalog_version": catalog["version"]},
+        }
+        for m in catalog["models"]
+    }
+    if "bundle" in catalog:
+        b = catalog["bundle"]
+        section[artifact_name(catalog, BUNDLE)] = {
+            "path": b["file"],
+            "type": "model",
+            "desc": "DA3-Small depth, every aspect in one file (a signature per aspect), FP16 weights, LiteRT GPU-clean",
+            "labels": labels + ["bundle"],
+            "meta": {"signatures": {s["signature"]: [1, 3, s["height"], s["width"]] for s in b["signatures"]},
+                     "precision": b["precision"], "sha256": b["sha256"], "catalog_version": catalog["version"]},
+        }
+    return section
+
+
+def write_artifacts_section(catalog: dict, dvc_file: Path = paths.DVC_FILE) -> bool:
+    """Replace the generated tail of dvc.yaml; return whether the file changed."""
+    text = dvc_file.read_text()
+    head = text.split(ARTIFACTS_MARKER, 1)[0].rstrip("\n")
+    tail = yaml.safe_dump({"artifacts": artifacts_section(catalog)}, sort_keys=False)
+    new = f"{head}\n\n{ARTIFACTS_MARKER}\n{tail}"
+    if new == text:
+        return False
+    fileio.write_bytes(dvc_file, new.encode())
+    return True
+
+
+def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = False,
+                      allow_stress: bool = False) -> None:
+    """Every refusal that depends only on the local state; raises PublishError."""
+    dirty = git("status", "--porcelain").strip()
+    if dirty:
+        raise PublishError(f"the working tree is dirty; commit or stash first:\n{dirty}")
+    from dvc.repo import Repo
+
+    stale = Repo(".").status()
+    if stale:
+        raise PublishError(f"the pipeline is not up to date ({', '.join(sorted(stale))}); run `make farm` "
+                           "and commit dvc.lock and artifacts/catalog.json")
+    try:
+        validate_catalog(catalog)
+    except jsonschema.ValidationError as exc:
+        raise PublishError(f"{paths.CATALOG} does not follow the catalog schema: {exc.message}") from None
+    if catalog["version"] != version:
+        raise PublishError(f"{paths.CATALOG} is version {catalog['version']} but params.yaml says {version}; "
+                           "run `make farm`")
+    for m in catalog["models"]:
+        metrics = json.loads(paths.metrics(m["aspect"]).read_text())
+        fidelity = m["fidelity"]
+        if not (metrics.get("passed") and m["gpu_lint"]["gpu_clean"]
+                and fidelity["pearson_min"] >= fidelity["gate_min_pearson"]):
+            raise PublishError(f"aspect {m['aspect']} failed its gates: {metrics.get('failures')}")
+    for m in shipped_files(catalog).values():
+        if fileio.sha256_file(m["file"]) != m["sha256"]:
+            raise PublishError(f"{m['file']} does not match its catalogued sha256")
+    unchecked = [m["aspect"] for m in catalog["models"] if not m["gpu"]["checked"]]
+    if unchecked and not allow_unchecked_gpu:
+        raise PublishError(f"aspects {', '.join(unchecked)} were never run on the GPU accelerator "
+                           "(validation.gpu: skip); set validation.gpu: required and run `make farm`, or "
+                           "publish anyway with --allow-unchecked-gpu (the catalog says they were not checked)")
+    check_stress(catalog, allow_stress)
+
+
+def check_stress(catalog: dict, allow_stress: bool) -> None:
+    """An app team must never ship noise by accident: stress catalogs need --allow-stress."""
+    if stress_warning(catalog) and not allow_stress:
+        raise PublishError(f"catalog {catalog['version']} was built from stress weights (checkpoint.source: random, "
+                           f"seed {catalog['checkpoint']['seed']}): its models compute noise, not depth. Set "
+                           "checkpoint.source to hub or local and run `make farm`, or publish it anyway for a dry "
+                           "run with --allow-stress (the catalog, the tags, every pull sidecar and `farm select` "
+                           "then say STRESS WEIGHTS)")
+
+
+def check_version(catalog: dict, published: list[str]) -> bool:
+    """Refuse a version that goes backwards or reuses a tag for other files; True if already published."""
+    version = catalog["version"]
+    if published and version_key(version) < version_key(published[-1]) and version not in published:
+        raise PublishError(f"catalog version {version} is older than the newest published {published[-1]}")
+    if version not in published:
+        return False
+    check_same_models(catalog, tag_for(version))
+    return True
+
+
+def check_same_models(catalog: dict, rev: str) -> None:
+    """Refuse when the catalog at `rev` ships other files than `catalog` does."""
+    before = {name: m["sha256"] for name, m in shipped_files(catalog_at(rev)).items()}
+    now = {name: m["sha256"] for name, m in shipped_files(catalog).items()}
+    if before != now:
+        changes = [f"{a}: {before.get(a, 'absent')[:12]} -> {now.get(a, 'absent')[:12]}"
+                   for a in sorted(set(before) | set(now)) if before.get(a) != now.get(a)]
+        raise PublishError(f"catalog {catalog['version']} is already published with other files "
+                           f"({'; '.join(changes)}) at {rev}; bump catalog.version in params.yaml")
+
+
+def planned_tags(catalog: dict) -> dict[str, str]:
+    """Every tag of a published version, with its message (which repeats any stress warning)."""
+    warning = stress_warning(catalog)
+    suffix = f"\n\n{warning}" if warning else ""
+    aspects = ", ".join(f"{m['aspect']} {m['height']}x{m['width']}" for m in catalog["models"])
+    tags = {tag_for(catalog["version"]): f"{catalog['name']} {catalog['version']}: {aspects}{suffix}"}
+    for m in catalog["models"]:
+        tags[model_tag(catalog, m["aspect"])] = f"{artifact_name(catalog, m['aspect'])}, catalog {catalog['version']}{suffix}"
+    if "bundle" in catalog:
+        tags[model_tag(catalog, BUNDLE)] = f"{artifact_name(catalog, BUNDLE)}, catalog {catalog['version']}{suffix}"
+    return tags
+
+
+def make_tags(catalog: dict, tags: dict[str, str]) -> list[str]:
+    """Create the missing tags, all in one git transaction; return the names created.
+
+    Tags already there (from an earlier run, or made by hand) are kept as they are, if they
+    point at a commit whose catalog ships the same files; the missing ones join them there.
+    """
+    existing = {name: git("rev-parse", f"refs/tags/{name}^{{commit}}").strip()
+                for name in tags if git("tag", "--list", name).strip()}
+    for name, commit in existing.items():
+        check_same_models(catalog, commit)
+    commits = set(existing.values())
+    if len(commits) > 1:
+        raise PublishError(f"the tags of catalog {catalog['version']} point at different commits: {existing}; "
+                           "delete the wrong ones (git tag -d NAME) and rerun")
+    commit = commits.pop() if commits else git("rev-parse", "HEAD").strip()
+    missing = [name for name in tags if name not in existing]
+    if not missing:
+        return []
+    tagger = git("var", "GIT_COMMITTER_IDENT").strip()
+    objects = {name: git("mktag", stdin=f"object {commit}\ntype commit\ntag {name}\ntagger {tagger}\n\n"
+                                        f"{tags[name]}\n").strip()
+               for name in missing}
+    # One transaction: either every ref is created or none is.
+    git("update-ref", "--stdin", stdin="".join(f"create refs/tags/{name} {obj}\n" for name, obj in objects.items()))
+    return missing
+
+
+def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_stress: bool = False) -> str:
+    params = load_params()
+    catalog = json.loads(paths.CATALOG.read_text())
+    check_publishable(catalog, params.catalog.version, allow_unchecked_gpu, allow_stress)
+    already = check_version(catalog, published_versions("."))
+    if write_artifacts_section(catalog):
+        git("add", paths.DVC_FILE.as_posix())
+        git("commit", "-q", "-m", f"Declare the models of catalog {catalog['version']} as DVC artifacts")
+    files = [m["file"] for m in shipped_files(catalog).values()]
+    push = subprocess.run([sys.executable, "-m", "dvc", "push", *(["-r", remote] if remote else []), *files],
+                          capture_output=True, text=True)
+    if push.returncode != 0:
+        raise PublishError(f"dvc push failed, nothing was tagged (rerun once the remote works): "
+                           f"{(push.stdout + push.stderr).strip()}")
+    tags = planned_tags(catalog)
+    made = make_tags(catalog, tags)
+    tag = tag_for(catalog["version"])
+    summary = (f"{'re-pushed' if already and not made else 'published'} {catalog['name']} {catalog['version']} "
+               f"as {tag}: {len(catalog['models'])} models" + (" and their bundle" if "bundle" in catalog else ""))
+    if stress_warning(catalog):
+        summary += " (STRESS WEIGHTS: --allow-stress)"
+    if "origin" in git("remote").split():
+        try:
+            # Tags only (the branch is yours to push); --atomic: origin gets all of them or none.
+            git("push", "--atomic", "origin", *(f"refs/tags/{name}" for name in tags))
+        except GitError as exc:
+            raise PublishError(f"{summary} locally, but pushing the tags to origin failed, and origin got none "
+                               f"of them ({exc}); rerun `make publish` to push them") from None
+        summary += "; tags pushed to origin (push your branch too: it holds the artifacts commit)"
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="push the shipped models and tag the catalog version")
+    parser.add_argument("--remote", help="DVC remote name (default: the repository's default remote)")
+    parser.add_argument("--allow-unchecked-gpu", action="store_true",
+                        help="publish models whose GPU check was skipped (validation.gpu: skip)")
+    parser.add_argument("--allow-stress", action="store_true",
+                        help="publish a catalog built from stress weights (checkpoint.source: random), for dry runs")
+    args = parser.parse_args(argv)
+    try:
+        print(f"publish: {publish(args.remote, args.allow_unchecked_gpu, args.allow_stress)}")
+    except (PublishError, GitError, ParamsError, FileNotFoundError) as exc:
+        print(f"publish: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

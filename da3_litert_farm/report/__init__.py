@@ -1,0 +1,1 @@
+"""The report page, its images, and its check in headless Chromium."""

@@ -76,12 +76,25 @@ def check_report(page: Path, catalog: dict, screenshot: Path | None) -> tuple[li
                                 f"{catalog.get('warning')!r}")
             if not problems and screenshot is not None:
                 driver.set_window_size(WIDTH, state["height"])
-                with fileio.atomic_path(screenshot) as tmp:
-                    if not driver.save_screenshot(str(tmp)):
-                        problems.append("the browser could not take the screenshot")
+                problems += save_screenshot(driver, screenshot)
         finally:
             driver.quit()
     return problems, state
+
+
+class _NoScreenshot(Exception):
+    pass
+
+
+def save_screenshot(driver, screenshot: Path) -> list[str]:
+    """Write the page's screenshot atomically; on failure keep the last good one and say so."""
+    try:
+        with fileio.atomic_path(screenshot) as tmp:
+            if not driver.save_screenshot(str(tmp)):  # selenium returns False, and writes nothing, on failure
+                raise _NoScreenshot  # leave the block by an exception: atomic_path then discards the temp file
+    except _NoScreenshot:
+        return [f"the browser could not take the screenshot; {screenshot} is left as it was"]
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils
 
 from da3_litert_farm.core.fileio import sha256_file
+from da3_litert_farm.convert.quantize import FP16_OPS
 from da3_litert_farm.core.gpu_memory import MIB, fp16_bytes
 
 MAX_RANK = 4
@@ -51,8 +52,8 @@ FORBIDDEN_OPS = {
 UNARY_OPS = frozenset({"ABS", "NEG", "EXP", "LOG", "RSQRT", "SQRT", "SQUARE", "SIN", "COS",
                        "TANH", "LOGISTIC", "GELU"})
 BINARY_OPS = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "POW"})
-# The ops whose weights the quantizer stores in FP16 (da3_litert_farm.convert.quantize): every one must be.
-FP16_WEIGHT_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D"})
+# The ops whose weights the quantizer stores in FP16: every one must be.
+FP16_WEIGHT_OPS = frozenset(FP16_OPS)
 
 _OP_NAMES = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
 _TYPE_NAMES = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}

@@ -1,0 +1,244 @@
+"""Figures in the docs come from JSON that the measuring command wrote, never typed by hand.
+
+    python -m da3_litert_farm.dev.figures README.md docs/*.md          # rewrite the marked tables
+    python -m da3_litert_farm.dev.figures --check README.md docs/*.md  # exit 1 if one is stale
+    python -m da3_litert_farm.dev.figures catalog artifacts/catalog.json --commit abc1234
+
+A bench run with `--record NAME` writes docs/figures/NAME.json: the figures (a list of rows)
+and where they were measured (date, CPU, commit, the command to rerun). A markdown file shows
+them between `<!-- figures:NAME begin -->` and `<!-- figures:NAME end -->`; this command
+rewrites exactly that text, so two places cannot show two different numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from da3_litert_farm.core import fileio
+
+REPO = Path(__file__).resolve().parents[2]
+FIGURES = REPO / "docs" / "figures"
+BEGIN = re.compile(r"<!-- figures:([A-Za-z0-9_-]+) begin -->")
+END = re.compile(r"<!-- figures:([A-Za-z0-9_-]+) end -->")
+
+
+class FiguresError(ValueError):
+    pass
+
+
+def command_line(module: str, argv: list[str] | None = None) -> str:
+    """The command a reader types to rerun `python -m module` with these arguments."""
+    return shlex.join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)])
+
+
+def cpu_name() -> str:
+    """The CPU model as /proc/cpuinfo names it, its family and model, and the cores this process may use."""
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if not line.strip():
+                break  # the first processor's block is enough
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    except OSError:  # not Linux
+        pass
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']} model {fields['model']})"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{name}, {cores} cores"
+
+
+def git_commit() -> str:
+    """The checkout's short commit, with -dirty when tracked files differ from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):  # no git, or not a checkout
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+def measured_on(command: str, weights: str | None = None) -> dict:
+    """Today (UTC), this machine's CPU, this checkout's commit, the command; and the model's
+    weights where the figures depend on them."""
+    on = {"date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(), "cpu": cpu_name(),
+          "commit": git_commit()}
+    return {**on, **({"weights": weights} if weights else {}), "command": command}
+
+
+def record(name: str, figures: list[dict], command: str, *, weights: str | None = None,
+           folder: Path = FIGURES, measured: dict | None = None) -> Path:
+    """Write folder/NAME.json: the rows and where they were measured (`measured` overrides measured_on)."""
+    if not BEGIN.fullmatch(f"<!-- figures:{name} begin -->"):
+        raise FiguresError(f"figures name {name!r}: use letters, digits, '_' and '-' only")
+    path = Path(folder) / f"{name}.json"
+    fileio.write_json(path, {"measured_on": measured or measured_on(command, weights), "figures": figures})
+    return path
+
+
+def _cell(value, scientific: bool) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if scientific or abs(value) < 0.01:  # two significant digits, short exponent
+            mantissa, exponent = f"{value:.1e}".split("e")
+            return f"{mantissa}e{int(exponent)}"
+        return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"  # three significant digits
+    return str(value).replace("|", "\\|")
+
+
+def render(name: str, *, folder: Path = FIGURES) -> str:
+    """The markdown for folder/NAME.json: a table of its rows, then where they were measured."""
+    path = Path(folder) / f"{name}.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FiguresError(f"no {path}: record it first (the bench commands take --record {name})") from None
+    rows, on = doc["figures"], doc["measured_on"]
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    # Numbers under 0.01 are written 1.2e-3; so is a whole column of small numbers (errors, 1 - r)
+    # with one of them under 0.01, so that its figures line up.
+    def small_column(c: str) -> bool:
+        numbers = [abs(r[c]) for r in rows if isinstance(r.get(c), float) and r[c] != 0]
+        return bool(numbers) and max(numbers) < 1 and min(numbers) < 0.01
+
+    scientific = {c: small_column(c) for c in columns}
+    lines = ["| " + " | ".join(_cell(c, False) for c in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(row.get(c), scientific[c]) for c in columns) + " |" for row in rows]
+    weights = f", {on['weights']}" if on.get("weights") else ""
+    lines += ["", f"Measured {on['date']} on {on['cpu']}, commit {on['commit']}{weights}: `{on['command']}`"]
+    return "\n".join(lines)
+
+
+def rewrite(text: str, where: str, *, folder: Path = FIGURES) -> tuple[str, list[str]]:
+    """`text` with each marked section replaced by its render, and the names of those that changed."""
+    out, changed, pos, ends_used = [], [], 0, set()
+    while match := BEGIN.search(text, pos):
+        name = match.group(1)
+        end_marker = f"<!-- figures:{name} end -->"
+        end = text.find(end_marker, match.end())
+        if end < 0:
+            raise FiguresError(f"{where}: {match.group(0)} has no {end_marker} after it")
+        try:
+            body = "\n" + render(name, folder=folder) + "\n"
+        except FiguresError as exc:
+            raise FiguresError(f"{where}: {match.group(0)}: {exc}") from None
+        if text[match.end():end] != body:
+            changed.append(name)
+        out += [text[pos:match.end()], body]
+        ends_used.add(end)
+        pos = end
+    for stray in END.finditer(text):
+        if stray.start() not in ends_used:
+            raise FiguresError(f"{where}: {stray.group(0)} has no <!-- figures:{stray.group(1)} begin --> before it")
+    return "".join(out) + text[pos:], changed
+
+
+def update(paths: list[Path | str], *, check: bool = False, folder: Path = FIGURES) -> tuple[int, list[str]]:
+    """Rewrite the marked sections of each file (check: write nothing). Returns the number of
+    sections found and the stale ones as 'FILE: figures:NAME'."""
+    found, stale = 0, []
+    for path in map(Path, paths):
+        text = path.read_text()
+        new, changed = rewrite(text, str(path), folder=folder)
+        found += len(BEGIN.findall(text))
+        stale += [f"{path}: figures:{name}" for name in changed]
+        if changed and not check:
+            fileio.write_bytes(path, new.encode())
+    return found, stale
+
+
+def catalog_rows(catalog: dict) -> list[dict]:
+    """One row per model of a farm's catalog (size, CPU and GPU fidelity), and one for the bundle."""
+    rows = []
+    for m in catalog["models"]:
+        gpu, fid = m["gpu"], m["fidelity"]
+        rows.append({
+            "aspect": m["aspect"], "H x W": f"{m['height']} x {m['width']}", "MB": m["bytes"] / 1e6,
+            "CPU 1 - r": 1 - fid["pearson_min"], "CPU mean rel": fid["mean_rel_error_max"],
+            "GPU 1 - r": 1 - gpu["pearson_min"] if gpu["checked"] else "skipped",
+            "GPU mean rel": gpu["mean_rel_max"] if gpu["checked"] else "skipped",
+            "GPU adapter": gpu["adapter"] if gpu["checked"] else "skipped",
+        })
+    if bundle := catalog.get("bundle"):
+        rows.append({"aspect": "bundle", "H x W": f"all {len(bundle['signatures'])}", "MB": bundle["bytes"] / 1e6,
+                     "x of the single files": bundle["bytes"] / bundle["singles_bytes"]})
+    return rows
+
+
+def weights_name(checkpoint: dict) -> str:
+    """Which weights a catalog was built from, in a few words (its fidelity figures depend on them)."""
+    if checkpoint["source"] == "random":
+        outliers = ", outlier channels" if checkpoint.get("outliers") else ""
+        return f"stress weights (seed {checkpoint['seed']}{outliers}), not a trained checkpoint"
+    if checkpoint["source"] == "hub":
+        return f"weights {checkpoint['repo']} at {checkpoint['resolved_revision'] or checkpoint['revision']}"
+    return f"weights from a local checkpoint, sha256 {checkpoint['weights_sha256'][:12]}"
+
+
+def record_catalog(path: Path, commit: str, command: str, *, folder: Path = FIGURES) -> Path:
+    catalog = json.loads(Path(path).read_text())
+    measured = {"date": catalog["created"][:10], "cpu": cpu_name(), "commit": commit,
+                "weights": weights_name(catalog["checkpoint"]), "command": command}
+    return record("catalog", catalog_rows(catalog), command, folder=folder, measured=measured)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    module = "da3_litert_farm.dev.figures"
+    if argv[:1] == ["catalog"]:
+        parser = argparse.ArgumentParser(
+            prog=f"python -m {module} catalog",
+            description="Record a farm's catalog as docs/figures/catalog.json. Run it on the machine that "
+                        "built the catalog: the CPU it names is this machine's; the date is the catalog's.")
+        parser.add_argument("catalog", type=Path, help="the farm's artifacts/catalog.json")
+        parser.add_argument("--commit", required=True, help="the farm checkout's commit that built it")
+        args = parser.parse_args(argv[1:])
+        path = record_catalog(args.catalog, args.commit, command_line(module, argv))
+        print(f"figures: wrote {path}")
+        return 0
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a section is stale")
+    parser.add_argument("--figures-dir", type=Path, default=FIGURES, help="where the JSON files are (default: %(default)s)")
+    parser.add_argument("files", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        found, stale = update(args.files, check=args.check, folder=args.figures_dir)
+    except FiguresError as exc:
+        print(f"figures: {exc}", file=sys.stderr)
+        return 2
+    if args.check and stale:
+        for section in stale:
+            print(f"figures: stale: {section}", file=sys.stderr)
+        print(f"figures: rerun without --check: python -m {module} {shlex.join(map(str, args.files))}",
+              file=sys.stderr)
+        return 1
+    if stale:
+        print(f"figures: rewrote {len(stale)} of {found} sections in {len(args.files)} files")
+    else:
+        print(f"figures: {found} sections in {len(args.files)} files, all up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

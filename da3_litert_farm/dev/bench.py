@@ -3,19 +3,24 @@
     python -m da3_litert_farm.dev.bench --height 896 --width 504
     python -m da3_litert_farm.dev.bench --height 896 --width 504 --compare-upsamplers
     python -m da3_litert_farm.dev.bench --height 896 --width 504 --checkpoint artifacts/checkpoint
+    python -m da3_litert_farm.dev.bench --height 896 --width 504 --record bench_896x504
 
 Reports: convert wall time and peak RSS (the converter runs in its own process, as in the
 farm), FP32 and FP16 sizes, TFLite CPU latency (median of --runs, --threads threads)
 beside the official PyTorch eager latency at the same shape, the fidelity of the FP16
 file against the official model on real photos, and the same file on LiteRT's GPU
 accelerator (load, one inference, fidelity in FP16 and with enforce_f32). Weights: a checkpoint directory in the
-Hub layout, or stress weights (--seed) when none is given.
+Hub layout, or stress weights (--seed) when none is given. The model is built with the shipped
+rewrites (patch.shipped_options: attention chunked as the farm chunks it under max_tensor_mib);
+--compare-upsamplers varies only the upsampler. --record NAME also writes the figures to
+docs/figures/NAME.json (see da3_litert_farm.dev.figures).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -29,10 +34,12 @@ import torch
 from da3_litert_farm.checks.agreement import compare
 from da3_litert_farm.checks.fidelity import TFLiteModel, fidelity_per_photo
 from da3_litert_farm.checks.gpu_lint import lint
+from da3_litert_farm.config.params import load_params
+from da3_litert_farm.dev import figures
 from da3_litert_farm.gpu.gpu_runtime import GpuModel
 from da3_litert_farm.model.mono_depth import MonoDepth, RewriteOptions
 from da3_litert_farm.model.official import official_depth
-from da3_litert_farm.model.patch import export_program
+from da3_litert_farm.model.patch import export_program, shipped_options
 from da3_litert_farm.core.photos import PHOTOS
 from da3_litert_farm.model.photo_input import load_photo_tensor
 from da3_litert_farm.convert.quantize import quantize_fp16
@@ -80,9 +87,10 @@ def bench_gpu(model_file: Path, official, photo: str, height: int, width: int) -
     return out
 
 
-def bench_variant(official, height, width, upsampler, workdir: Path, runs: int, threads: int, photos,
+def bench_variant(official, height, width, options: RewriteOptions, workdir: Path, runs: int, threads: int, photos,
                   with_gpu: bool = True) -> dict:
-    mono = MonoDepth(copy.deepcopy(official), height, width, RewriteOptions(upsampler=upsampler)).eval()
+    upsampler = options.upsampler
+    mono = MonoDepth(copy.deepcopy(official), height, width, options).eval()
     image = load_photo_tensor(photos[0], height, width)
     with torch.no_grad():
         patched_s = median_seconds(lambda: mono(image), runs)
@@ -115,6 +123,38 @@ def bench_variant(official, height, width, upsampler, workdir: Path, runs: int, 
     }
 
 
+def figure_rows(official_s: float, results: list[dict]) -> list[dict]:
+    """What main prints, one row per measured quantity (the upsampler first when several were compared)."""
+    rows = [{"quantity": "official PyTorch eager (FP32)", "value": official_s, "unit": "s/image"}]
+    for r in results:
+        variant = [("patched PyTorch eager", r["patched_torch_s"], "s/image"),
+                   ("convert (litert-torch)", r["convert_s"], "s"),
+                   ("convert peak RSS", r["convert_peak_rss_mb"], "MB"),
+                   ("quantize FP16", r["quantize_s"], "s"),
+                   ("size FP32", r["fp32_mb"], "MB"),
+                   ("size FP16", r["fp16_mb"], "MB"),
+                   ("TFLite CPU FP32", r["tflite_fp32_s"], "s/image"),
+                   ("TFLite CPU FP16 (shipped)", r["tflite_fp16_s"], "s/image"),
+                   ("TFLite CPU FP16 speed-up over official eager", official_s / r["tflite_fp16_s"], "x"),
+                   ("GPU-clean", r["gpu_clean"], ""),
+                   ("ops", r["ops"], "")]
+        for photo, m in r["per_photo"].items():
+            variant += [(f"CPU FP16 1 - r, {photo}", 1 - m["pearson"], ""),
+                        (f"CPU FP16 mean rel error, {photo}", m["mean_rel_error"], "")]
+        if g := r["gpu"]:
+            variant.append(("GPU adapter", g["fp16"]["adapter"], ""))
+            for precision, label in (("fp16", "GPU FP16"), ("fp32", "GPU enforce_f32")):
+                m = g[precision]
+                variant += [(f"{label} load", m["load_s"], "s"),
+                            (f"{label} one inference", m["inference_s"], "s"),
+                            (f"{label} fully accelerated", m["fully_accelerated"], ""),
+                            (f"{label} 1 - r, {g['photo']}", 1 - m["pearson"], ""),
+                            (f"{label} mean rel error, {g['photo']}", m["mean_rel_error"], "")]
+        upsampler = {"upsampler": r["upsampler"]} if len(results) > 1 else {}
+        rows += [{**upsampler, "quantity": q, "value": v, "unit": u} for q, v, u in variant]
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--height", type=int, required=True)
@@ -127,9 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-upsamplers", action="store_true",
                         help="build, convert and time both TRANSPOSE_CONV rewrites")
     parser.add_argument("--no-gpu", action="store_true", help="skip the GPU accelerator runs (minutes on a CPU)")
+    parser.add_argument("--max-tensor-mib", type=int,
+                        help="largest GPU tensor, for the attention chunking (default: params.yaml's)")
+    parser.add_argument("--record", metavar="NAME", help="also write the figures to docs/figures/NAME.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     h, w = args.height, args.width
+    max_tensor_mib = args.max_tensor_mib or load_params(checkpoint_files=False).max_tensor_mib
+    shipped = shipped_options(h, w, max_tensor_mib)
 
     if args.checkpoint:
         from da3_litert_farm.model.weights import load_official_from_dir
@@ -142,13 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     image = load_photo_tensor(args.photos[0], h, w)
     official_s = median_seconds(lambda: official_depth(official, image), args.runs)
 
-    upsamplers = UPSAMPLERS if args.compare_upsamplers else (RewriteOptions().upsampler,)
+    upsamplers = UPSAMPLERS if args.compare_upsamplers else (shipped.upsampler,)
     with tempfile.TemporaryDirectory() as tmp:
-        results = [bench_variant(official, h, w, u, Path(tmp), args.runs, args.threads, tuple(args.photos),
-                                 with_gpu=not args.no_gpu)
+        results = [bench_variant(official, h, w, dataclasses.replace(shipped, upsampler=u), Path(tmp), args.runs,
+                                 args.threads, tuple(args.photos), with_gpu=not args.no_gpu)
                    for u in upsamplers]
 
     print(f"\nDA3-Small at {h}x{w} (HxW), weights: {weights}, {args.threads} threads, median of {args.runs} runs")
+    print(f"shipped rewrites, attention query chunk {shipped.attention_query_chunk} (max_tensor_mib {max_tensor_mib})")
     print(f"official PyTorch eager (FP32):          {official_s:8.3f} s/image")
     for r in results:
         print(f"\n[{r['upsampler']}]  GPU-clean: {r['gpu_clean']}, {r['ops']} ops")
@@ -170,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    {precision} ({'default' if precision == 'fp16' else 'enforce_f32'}): load {m['load_s']:.1f} s, "
                       f"one inference {m['inference_s']:.1f} s, fully accelerated {m['fully_accelerated']}, "
                       f"1-r {1 - m['pearson']:.1e}, mean rel {m['mean_rel_error']:.2e}")
+    if args.record:
+        label = (f"weights from {args.checkpoint}" if args.checkpoint
+                 else f"stress weights (seed {args.seed}), not a trained checkpoint")
+        path = figures.record(args.record, figure_rows(official_s, results),
+                              figures.command_line("da3_litert_farm.dev.bench", argv), weights=label)
+        print(f"\nrecorded {path}")
     return 0
 
 

@@ -1,11 +1,12 @@
 """Benchmark how the farm builds: sequential `dvc repro` against the parallel build, the
 run-cache, and a fresh clone; then estimate a large farm from the measured per-aspect cost.
 
-    python -m da3_litert_farm.dev.bench_build [--long-side 224] [--jobs 2] [--machines 8 --aspects 24]
+    python -m da3_litert_farm.dev.bench_build [--long-side 224] [--jobs 2] [--machines 8 --aspects 24] [--record NAME]
 
 Each build starts from nothing in a fresh copy of the repository's files (stress weights,
 the three default ratios at --long-side), with its own DVC cache. Run it alone: two heavy
-processes on few cores distort each other's times.
+processes on few cores distort each other's times. --record NAME also writes the figures to
+docs/figures/NAME.json (see da3_litert_farm.dev.figures).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from da3_litert_farm.dev import figures
 from da3_litert_farm.dev.bench_install import repo_copy
 from da3_litert_farm.ops.build import dvc_env, dvc, git
 
@@ -64,12 +66,29 @@ def stage_seconds(repo: Path, aspect: str) -> dict[str, float]:
             "gpu": read["gpu"]["seconds"]}
 
 
+def figure_rows(m: dict[str, float], jobs: int, machines: int, aspects: int) -> list[dict]:
+    """What main prints, one row per measured quantity."""
+    return [{"quantity": q, "value": v, "unit": u} for q, v, u in (
+        ("3 aspects from nothing, sequential `dvc repro`", m["sequential_s"], "s"),
+        ("largest process in it", m["sequential_rss_mb"], "MB"),
+        (f"3 aspects from nothing, parallel build --jobs {jobs}", m["parallel_s"], "s"),
+        ("remove 3x4, `dvc repro`", m["removed_s"], "s"),
+        ("add 3x4 back, `dvc repro` (run-cache)", m["readded_s"], "s"),
+        ("`dvc push --run-cache`", m["push_s"], "s"),
+        ("fresh clone, `dvc repro --pull`", m["pull_s"], "s"),
+        ("per aspect, convert (slowest of 3)", m["convert_s"], "s"),
+        ("per aspect, GPU check (slowest of 3)", m["gpu_s"], "s"),
+        (f"estimate, {aspects} aspects on {machines} machines", m["estimate_s"] / 60, "min"),
+        (f"estimate, {aspects} aspects on one machine", m["one_machine_s"] / 60, "min"))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m da3_litert_farm.dev.bench_build", description=__doc__.split("\n\n")[0])
     parser.add_argument("--long-side", type=int, default=224)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--machines", type=int, default=8)
     parser.add_argument("--aspects", type=int, default=24)
+    parser.add_argument("--record", metavar="NAME", help="also write the figures to docs/figures/NAME.json")
     args = parser.parse_args(argv)
     python = [sys.executable, "-m"]
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
@@ -122,6 +141,14 @@ def main(argv: list[str] | None = None) -> int:
               f"the GPU check has the machine alone): {rounds} aspects per machine x {convert + gpu:.0f} s "
               f"+ restoring {args.aspects} aspects here ({pull_s * args.aspects / 3:.0f} s) = "
               f"{estimate / 60:.1f} min, against {args.aspects * (convert + gpu) / 60:.1f} min on one machine")
+    if args.record:
+        measured = {"sequential_s": seq_s, "sequential_rss_mb": seq_rss, "parallel_s": par_s,
+                    "removed_s": removed_s, "readded_s": readd_s, "push_s": push_s, "pull_s": pull_s,
+                    "convert_s": convert, "gpu_s": gpu, "estimate_s": estimate,
+                    "one_machine_s": args.aspects * (convert + gpu)}
+        path = figures.record(args.record, figure_rows(measured, args.jobs, args.machines, args.aspects),
+                              figures.command_line("da3_litert_farm.dev.bench_build", argv))
+        print(f"recorded {path}")
     return 0
 
 

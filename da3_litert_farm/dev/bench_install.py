@@ -2,11 +2,12 @@
 (`pip install <repo>`) against the full farm (`pip install <repo>[farm]`, which is what the
 plain install used to bring).
 
-    python -m da3_litert_farm.dev.bench_install [--python python3.9] [--only client|farm]
+    python -m da3_litert_farm.dev.bench_install [--python python3.9] [--only client|farm] [--record NAME]
 
 Each install goes into a fresh venv from a copy of the repository's files (what pip builds
 from a git URL), with pip's download cache as it is on this machine. Prints the wall time,
-the venv's size on disk and its number of distributions.
+the venv's size on disk and its number of distributions; --record NAME also writes them to
+docs/figures/NAME.json (see da3_litert_farm.dev.figures).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from da3_litert_farm.dev import figures
 
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = {"client": "", "farm": "[farm]"}
@@ -51,18 +54,31 @@ def measure(python: str, variant: str, work: Path) -> dict:
     return {"variant": variant, "python": version, "seconds": seconds, "mb": du_mb(venv), "dists": len(listed)}
 
 
+def figure_rows(results: list[dict]) -> list[dict]:
+    """What main prints, one row per variant."""
+    return [{"variant": r["variant"], "python": r["python"], "install s": r["seconds"], "venv MB": r["mb"],
+             "distributions": r["dists"]} for r in results]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", default=sys.executable, help="interpreter for the venvs (default: this one)")
     parser.add_argument("--only", choices=sorted(VARIANTS), help="measure one variant only")
+    parser.add_argument("--record", metavar="NAME", help="also write the figures to docs/figures/NAME.json")
     args = parser.parse_args(argv)
+    results = []
     with tempfile.TemporaryDirectory(prefix="bench-install.") as tmp:
         work = Path(tmp)
         repo_copy(work / "src")
         for variant in [args.only] if args.only else list(VARIANTS):
             r = measure(args.python, variant, work)
+            results.append(r)
             print(f"{r['variant']:<7} python {r['python']:<8} install {r['seconds']:6.1f} s   venv {r['mb']:7.0f} MB   "
                   f"{r['dists']} distributions", flush=True)
+    if args.record:
+        path = figures.record(args.record, figure_rows(results),
+                              figures.command_line("da3_litert_farm.dev.bench_install", argv))
+        print(f"recorded {path}")
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from da3_litert_farm.core import fileio
 
-FP16_OPS = ("FULLY_CONNECTED", "CONV_2D")
+FP16_OPS = ("FULLY_CONNECTED", "CONV_2D")  # gpu_lint checks that every such weight is FP16
 
 
 def quantize_fp16(src: Path | str, dst: Path | str, ops: tuple[str, ...] = FP16_OPS) -> None:

@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from da3_litert_farm.core.aspects import PATCH
+
 MIB = 1 << 20
 MIN_TENSOR_MIB, MAX_TENSOR_MIB = 16, 4096
-PATCH = 14
 HEADS = 6
 MLP_HIDDEN = 1536
 HEAD_OUT_CHANNELS = 32  # output_conv1 at full resolution

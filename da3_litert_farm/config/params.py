@@ -17,12 +17,11 @@ import yaml
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import Aspect, AspectError, check_long_side, plan_aspect
 from da3_litert_farm.core.gpu_memory import MAX_TENSOR_MIB, MIB, MIN_TENSOR_MIB, plan_tensors
-from da3_litert_farm.core.photos import PHOTOS
+from da3_litert_farm.core.photos import MIN_PHOTOS, PHOTOS
 
 PARAMS_FILE = Path("params.yaml")
 SOURCES = ("hub", "local", "random")
 HUB_FILES = ("config.json", "model.safetensors")
-MIN_PHOTOS = 3
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$")
 
 _TOP_KEYS = ("checkpoint", "long_side", "max_tensor_mib", "aspects", "validation", "catalog")

@@ -14,6 +14,9 @@ RESAMPLE = "bicubic"
 
 # Photographs bundled with scikit-image (no download): varied scenes, sizes and aspects.
 PHOTOS = ("motorcycle_left", "astronaut", "coffee", "rocket", "chelsea")
+MIN_PHOTOS = 3  # validation.photos: fewer is not a fidelity figure
+# Where one photo is enough: the patch stage's exactness check, the stress weights' depth calibration.
+CHECK_PHOTO = "motorcycle_left"
 
 PREPROCESSING = {
     "resize": f"scale so the image covers HxW, aspect kept ({RESAMPLE})",

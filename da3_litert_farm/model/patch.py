@@ -14,13 +14,13 @@ import torch
 
 from da3_litert_farm.core import fileio
 from da3_litert_farm.core.gpu_memory import MIB, plan_tensors
+from da3_litert_farm.core.photos import CHECK_PHOTO
 from da3_litert_farm.model.mono_depth import MonoDepth, RewriteOptions
 from da3_litert_farm.model.official import official_depth
 from da3_litert_farm.model.photo_input import load_photo_tensor
 
 # The patched module must match the official one to this fraction of the depth range.
 MAX_RELATIVE_ERROR = 1e-4
-CHECK_PHOTO = "motorcycle_left"
 
 
 class NotExactError(RuntimeError):

@@ -19,6 +19,7 @@ import math
 
 import torch
 
+from da3_litert_farm.core.photos import CHECK_PHOTO
 from da3_litert_farm.model.official import build_official, official_depth
 from da3_litert_farm.model.photo_input import load_photo_tensor
 
@@ -84,7 +85,7 @@ def plant_outliers(model: torch.nn.Module) -> None:
 def _calibrate_depth_span(model: torch.nn.Module) -> None:
     """Scale the depth channel of the last head conv so depth spans about a decade."""
     last = model.head.scratch.output_conv2[-1]  # Conv2d(32, 2, 1): channel 0 = depth logit
-    image = load_photo_tensor("motorcycle_left", *_CALIBRATION_SHAPE)
+    image = load_photo_tensor(CHECK_PHOTO, *_CALIBRATION_SHAPE)
     log_depth = official_depth(model, image).log().flatten()
     lo, hi = torch.quantile(log_depth, torch.tensor([0.01, 0.99]))
     span = float(hi - lo)

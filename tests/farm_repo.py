@@ -14,11 +14,11 @@ import torch
 import yaml
 
 from da3_litert_farm.core.fileio import sha256_file
+from da3_litert_farm.core.pipeline import aspect_stages
 from da3_litert_farm.model.weights import write_hub_layout
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_ASPECTS = {"a": {"height": 126, "width": 224}, "b": {"ratio": "9:16", "long_side": 224}}
-PER_ASPECT = ("patch", "export", "quantize", "validate", "gpu")
 
 
 def run_stage(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -30,7 +30,7 @@ def run_stage(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def chain(*aspects: str) -> set[str]:
     """Every per-aspect stage of these aspects."""
-    return {f"{stage}@{a}" for stage in PER_ASPECT for a in aspects}
+    return {name for a in aspects for name in aspect_stages(a)}
 
 
 def repo_files() -> list[str]:

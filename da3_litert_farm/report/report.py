@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from da3_litert_farm.core import paths
+from da3_litert_farm.core.pipeline import PER_ASPECT_STAGES, stage_seconds
 from da3_litert_farm.checks.agreement import relative_error
 from da3_litert_farm.model.photo_input import cover_and_center_crop, load_photo
 from da3_litert_farm.report.report_images import (ERROR_COLORS, Scale, as_plane, colorize, depth_scale, error_scale,
                                            scale_bar, write_png)
 
-STAGES = ("patch", "export", "quantize", "validate", "gpu")
 IMAGES = paths.REPORT_IMAGES.relative_to(paths.REPORT_DIR).as_posix()  # the page links its images relative to itself
 
 
@@ -45,22 +45,12 @@ def read_json(path: Path) -> dict:
         raise ReportError(f"{path} is missing: run `dvc repro` (the report shows what the stages recorded)") from None
 
 
-def stage_seconds(aspect: str, metrics: dict, gpu: dict) -> dict[str, float | None]:
-    """Wall time of each per-aspect stage as it recorded it (None: not recorded by this build)."""
-    def seconds(path: Path) -> float | None:
-        return json.loads(path.read_text()).get("seconds") if path.exists() else None
-
-    return {"patch": seconds(paths.patch_report(aspect)), "export": seconds(paths.export_report(aspect)),
-            "quantize": seconds(paths.quantize_report(aspect)), "validate": metrics.get("seconds"),
-            "gpu": gpu.get("seconds")}
-
-
 def aspect_record(model: dict) -> dict:
     """Everything the page and the DVC files show about one catalogued model."""
     name = model["aspect"]
     metrics, gpu = read_json(paths.metrics(name)), read_json(paths.gpu_metrics(name))
     return {"model": model, "metrics": metrics, "gpu": gpu, "macs": read_json(paths.lint_report(name))["macs"],
-            "seconds": stage_seconds(name, metrics, gpu)}
+            "seconds": stage_seconds(name)}
 
 
 def summary(records: list[dict]) -> dict:
@@ -155,12 +145,12 @@ def cells(values: list[tuple[object, bool]]) -> str:
 
 def models_table(records: list[dict]) -> str:
     head = ("aspect", "H x W", "MB", "sha256", "GMACs", "CPU 1 - r", "CPU mean rel", "GPU 1 - r", "GPU mean rel",
-            "GPU adapter, precision", f"seconds: {' / '.join(STAGES)}")
+            "GPU adapter, precision", f"seconds: {' / '.join(PER_ASPECT_STAGES)}")
     rows = []
     for r in records:
         m, gpu = r["model"], r["gpu"]
         checked = gpu["checked"]
-        seconds = " / ".join("-" if r["seconds"][s] is None else f"{r['seconds'][s]:.0f}" for s in STAGES)
+        seconds = " / ".join("-" if r["seconds"][s] is None else f"{r['seconds'][s]:.0f}" for s in PER_ASPECT_STAGES)
         rows.append(f'<tr data-aspect="{esc(m["aspect"])}">' + cells([
             (m["aspect"], False), (f"{m['height']} x {m['width']}", False), (f"{m['bytes'] / 1e6:.1f}", True),
             (m["sha256"][:12], False), (f"{r['macs'] / 1e9:.2f}", True),

@@ -21,13 +21,16 @@
 
 A failed aspect fails the build with its own message after the others finish; what they
 built stays in the cache, artifacts/ is not touched, and a rerun converts only what failed.
+
+Each `dvc repro` of steps 2 and 3 goes through DVC's Python API in a child process of its own
+(`repro`), which reports which stages it ran and which it restored from the run-cache.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -38,15 +41,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from da3_litert_farm.gpu import host_lock
 from da3_litert_farm.core import paths
+from da3_litert_farm.core.pipeline import CONVERT_STAGES, GPU_STAGE, SHARED_STAGES, stage_name
 from da3_litert_farm.config.params import PARAMS_FILE, ParamsError, load_params
 
-SHARED_STAGES = ("params", "checkpoint")  # built once, here; workers take their outputs from DVC
-CONVERT_STAGES = ("patch", "export", "quantize", "validate")
-GPU_STAGE = "gpu"
 WORKSPACES = ("worktree", "clone")
 _TAIL_LINES = 15
 
@@ -99,6 +99,49 @@ def git(*args: str, cwd: Path | str) -> str:
     return _run(["git", *args], cwd)
 
 
+def repro(*targets: str, cwd: Path | str, env: dict[str, str] | None = None, single_item: bool = False,
+          pull: bool = False) -> dict:
+    """`dvc repro` through DVC's Python API, in a child process (`dvc_repro_main`), so that a stage or
+    DVC itself dying fails this call with the end of its output, not the build. Returns the stages it
+    ran and those it restored from the run-cache, in order, and its output ("log")."""
+    flags = [*(["--single-item"] if single_item else []), *(["--pull"] if pull else [])]
+    out = _run([sys.executable, "-m", "da3_litert_farm.ops.build", "dvc", "repro", *flags, *targets], cwd,
+               env or dvc_env())
+    log, _, result = out.rstrip("\n").rpartition("\n")
+    return {**json.loads(result), "log": log}
+
+
+def dvc_repro_main(argv: list[str]) -> int:
+    """The child process of `repro`: prints DVC's output, then the outcome as JSON on the last line."""
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    parser = argparse.ArgumentParser(prog="python -m da3_litert_farm.ops.build dvc repro")
+    parser.add_argument("targets", nargs="*")
+    parser.add_argument("--single-item", action="store_true")
+    parser.add_argument("--pull", action="store_true")
+    args = parser.parse_args(argv)
+    restored = []
+    try:
+        with Repo() as repo:  # the repository around the working directory, as the dvc command finds it
+            # Repo.reproduce returns the stages it ran and those it restored alike; a restore is a call
+            # of the run-cache's restore() that does not raise (RunCacheNotFoundError: nothing to restore).
+            restore = repo.stage_cache.restore
+
+            def recording_restore(stage, *a, **kw):
+                restore(stage, *a, **kw)
+                restored.append(stage.addressing)
+
+            repo.stage_cache.restore = recording_restore
+            done = [s.addressing for s in repo.reproduce(args.targets or None, single_item=args.single_item,
+                                                        pull=args.pull)]
+    except DvcException as exc:  # as the dvc command says it: what failed, then why
+        print(f"ERROR: {exc}" + (f": {exc.__cause__}" if exc.__cause__ else ""), file=sys.stderr)
+        return 1
+    print("\n" + json.dumps({"ran": [s for s in done if s not in restored], "restored": restored}))
+    return 0
+
+
 # --- the coordinator (this checkout) ---------------------------------------------------------
 
 def snapshot(repo: Path, workspace: str, repo_url: str | None) -> Snapshot:
@@ -107,7 +150,7 @@ def snapshot(repo: Path, workspace: str, repo_url: str | None) -> Snapshot:
         commit = git("stash", "create", cwd=repo).strip() or git("rev-parse", "HEAD", cwd=repo).strip()
         names = git("ls-files", "--others", "--exclude-standard", "-z", cwd=repo).split("\0")
         untracked = {n: (repo / n).read_bytes() for n in names if n and (repo / n).is_file() and not _is_output(n)}
-        cache_dir = dvc("cache", "dir", cwd=repo).strip()
+        cache_dir = dvc("cache", "dir", cwd=repo).strip()  # by hand: the API has no call that applies DVC's default
         source, remote = str(repo), None
     else:
         dirty = "\n".join(line for line in git("status", "--porcelain", "--untracked-files=no", cwd=repo).splitlines()
@@ -128,14 +171,14 @@ def _is_output(name: str) -> bool:
 
 
 def default_remote(repo: Path) -> tuple[str, str]:
-    """The DVC remote's name and its URL as any machine sees it (a relative path made absolute)."""
-    name = dvc("remote", "default", cwd=repo).strip()
-    if not name:
-        raise BuildError("workers that share no cache need a DVC remote: `dvc remote add -d NAME URL`")
-    url = dvc("config", "--show-origin", f"remote.{name}.url", cwd=repo).split("\t", 1)[1].strip()
-    if not urlparse(url).scheme and not os.path.isabs(url):
-        url = os.path.normpath(repo / url)  # DVC prints a relative path relative to the working directory
-    return name, url
+    """The DVC remote's name and its URL as any machine sees it (DVC's config makes a relative path absolute)."""
+    from dvc.repo import Repo
+
+    with Repo(str(repo)) as dvc_repo:
+        name = dvc_repo.config["core"].get("remote")
+        if not name:
+            raise BuildError("workers that share no cache need a DVC remote: `dvc remote add -d NAME URL`")
+        return name, dvc_repo.config["remote"][name]["url"]
 
 
 def build(repo: Path, jobs: int, scheduler: str | None, workspace: str, repo_url: str | None) -> int:
@@ -174,12 +217,11 @@ def build(repo: Path, jobs: int, scheduler: str | None, workspace: str, repo_url
               f"artifacts/ untouched. What the others built is in the DVC run-cache: a rerun converts only "
               f"what failed.", file=sys.stderr)
         return 1
-    final = dvc("repro", *(["--pull"] if via_remote else []), cwd=repo)
-    print(_tail(final))
-    ran = re.findall(r"Running stage '([^']+)'", final)
-    restored = re.findall(r"Stage '([^']+)' is cached", final)
-    print(f"build: dvc repro here restored {len(restored)} stages from the run-cache and ran "
-          f"{', '.join(ran) or 'nothing'}; {len(aspects)} aspects in {time.time() - started:.1f} s", flush=True)
+    final = repro(cwd=repo, pull=via_remote)
+    print(_tail(final["log"]))
+    print(f"build: dvc repro here restored {len(final['restored'])} stages from the run-cache and ran "
+          f"{', '.join(final['ran']) or 'nothing'}; {len(aspects)} aspects in {time.time() - started:.1f} s",
+          flush=True)
     return 0
 
 
@@ -211,23 +253,22 @@ def build_aspect(snap: Snapshot, aspect: str) -> dict:
     env = dvc_env()
     try:
         _make_workspace(snap, work)
-        pull = ["--pull"] if snap.workspace == "clone" else []
+        pull = snap.workspace == "clone"
         dvc("pull" if pull else "checkout", *SHARED_STAGES, cwd=work, env=env)
         with host_lock.shared():
             t0 = time.time()
-            log = _stage(work, env, aspect, pull, *CONVERT_STAGES)
+            done = _stage(work, env, aspect, pull, *CONVERT_STAGES)
         t1 = time.time()
         with host_lock.alone():
             t2 = time.time()
-            log += _stage(work, env, aspect, pull, GPU_STAGE)
+            done += _stage(work, env, aspect, pull, GPU_STAGE)
         t3 = time.time()
         if pull:
-            chain = [f"{s}@{aspect}" for s in (*CONVERT_STAGES, GPU_STAGE)]
+            chain = [stage_name(s, aspect) for s in (*CONVERT_STAGES, GPU_STAGE)]
             dvc("push", *chain, cwd=work, env=env)
             dvc("push", "--run-cache", cwd=work, env=env)
         return {"aspect": aspect, "host": socket.gethostname(), "pid": os.getpid(),
-                "ran": re.findall(r"Running stage '([^']+@[^']+)'", log),
-                "restored": re.findall(r"Stage '([^']+@[^']+)' is cached", log),
+                "ran": [s for r in done for s in r["ran"]], "restored": [s for r in done for s in r["restored"]],
                 "convert": (t0, t1), "gpu": (t2, t3),
                 "peak_child_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
                 "worker_rss_mb": psutil.Process().memory_info().rss / 2**20}
@@ -236,15 +277,16 @@ def build_aspect(snap: Snapshot, aspect: str) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _stage(work: Path, env: dict[str, str], aspect: str, pull: list[str], *stages: str) -> str:
+def _stage(work: Path, env: dict[str, str], aspect: str, pull: bool, *stages: str) -> list[dict]:
     """`dvc repro --single-item` of the aspect's stages, in order; a failure names the aspect and stage."""
-    log = ""
+    done = []
     for stage in stages:
+        name = stage_name(stage, aspect)
         try:
-            log += dvc("repro", "--single-item", *pull, f"{stage}@{aspect}", cwd=work, env=env)
+            done.append(repro(name, cwd=work, env=env, single_item=True, pull=pull))
         except BuildError as exc:
-            raise BuildError(f"{stage}@{aspect} on {socket.gethostname()}: {exc}") from None
-    return log
+            raise BuildError(f"{name} on {socket.gethostname()}: {exc}") from None
+    return done
 
 
 def _make_workspace(snap: Snapshot, work: Path) -> None:
@@ -272,6 +314,9 @@ def _remove_workspace(snap: Snapshot, work: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["dvc", "repro"]:  # `repro`'s child process
+        return dvc_repro_main(argv[2:])
     parser = argparse.ArgumentParser(prog="python -m da3_litert_farm.ops.build", description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2, help="workers of the LocalCluster (default 2)")
     parser.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),

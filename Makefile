@@ -6,6 +6,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export DVC_NO_ANALYTICS := 1
+# torch==2.13.0 (pyproject.toml) comes from the configured pip index, whatever build that serves:
+# PyPI serves Linux the CUDA build, which pulls several GB of nvidia-* wheels. On such a machine
+# `make TORCH_INDEX=https://download.pytorch.org/whl/cpu` (on a new .venv: make clean-venv first)
+# adds PyTorch's CPU wheel index, and pip takes its 2.13.0+cpu, the CPU build (a local version
+# sorts above plain 2.13.0). Empty (the default): the configured index alone.
+TORCH_INDEX ?=
 
 .PHONY: farm report test bench bench-build bench-install publish gpu-adapter browser clean-venv
 
@@ -14,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(None if sys.version_info[:2] == (3, 11) else "the farm needs Python 3.11, $(PYTHON) is %d.%d: run make PYTHON=python3.11" % sys.version_info[:2])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[farm,dev]'
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e '.[farm,dev]'
 	# The official model code, without its declared deps (xformers, open3d, CUDA torch).
 	$(BIN)/python -m pip install --quiet --no-deps depth-anything-3==0.1.1
 	touch $(STAMP)
@@ -48,8 +54,9 @@ test: gpu-adapter browser
 publish: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.ops.publish $(ARGS)
 
+# make bench ARGS=--compare-upsamplers  also times each upsampler (other flags: python -m da3_litert_farm.dev.bench -h)
 bench: $(STAMP)
-	$(BIN)/python -m da3_litert_farm.dev.bench --height 896 --width 504
+	$(BIN)/python -m da3_litert_farm.dev.bench --height 896 --width 504 $(ARGS)
 
 # Sequential dvc repro vs make farm JOBS=2, the run-cache, a fresh clone; an estimate for many machines.
 bench-build: gpu-adapter

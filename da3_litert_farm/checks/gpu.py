@@ -13,9 +13,9 @@ validation.gpu_max_mean_rel on every photo. A failed aspect never reaches the ca
 With `validation.gpu: skip` it runs nothing and records that the check was skipped; the
 catalog says so and `make publish` refuses such a catalog unless told otherwise.
 
-The software adapter runs on the CPU cores: one inference at 896x504 takes about a minute on
-2 cores, and the first one at a new shape also compiles the shaders (Mesa caches them on
-disk). Run it alone: heavy work beside it can make a GPU read fail (see GpuModel).
+The software adapter runs on the CPU cores, one to several minutes per inference at full size
+(docs/benchmarks.md), and the first one at a new shape also compiles the shaders (Mesa caches
+them on disk). Run it alone: heavy work beside it can make a GPU read fail (see GpuModel).
 """
 
 from __future__ import annotations

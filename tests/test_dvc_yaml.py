@@ -121,14 +121,29 @@ def test_per_aspect_stages_read_only_their_aspect():
 
 
 def test_stage_params_name_real_keys():
-    from da3_litert_farm.config.params import load_params
+    """DVC reads each stage's params from params.yaml itself: every key must name a value there."""
+    import pytest
 
-    params = load_params(REPO / "params.yaml")
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+
+    def value_of(key: str):
+        node = doc
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise KeyError(f"{key}: no {part!r} in params.yaml")
+            node = node[part]
+        return node
+
+    checked = 0
     for name, stage in dvc_stages().items():
         for key in stage.get("params", []):
-            node = params
-            for part in key.replace("${key}", next(iter(params.aspects))).split("."):
-                node = node[part] if isinstance(node, dict) else getattr(node, part)
+            for aspect in doc["aspects"] if "${key}" in key else [None]:  # foreach: every aspect
+                resolved = key.replace("${key}", aspect) if aspect else key
+                assert value_of(resolved) is not None, (name, resolved)
+                checked += 1
+    assert checked > len(STAGES)
+    with pytest.raises(KeyError, match="validation.gpu_min_pearsn: no 'gpu_min_pearsn' in params.yaml"):
+        value_of("validation.gpu_min_pearsn")  # a misspelt key is caught, not walked past
 
 
 def test_dvc_metrics_and_plots_read_only_the_summary():

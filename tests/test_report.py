@@ -2,6 +2,7 @@
 
 
 import numpy as np
+import pytest
 from matplotlib import colormaps
 
 from da3_litert_farm.checks.agreement import compare, relative_error
@@ -12,11 +13,14 @@ from tests.farm_repo import run_stage
 def test_the_error_map_is_the_map_behind_the_mean_relative_error():
     rng = np.random.default_rng(0)
     official = rng.uniform(0.5, 20.0, (1, 1, 14, 28))
-    shipped = official * (1 + rng.normal(0, 1e-3, official.shape))
+    planted = rng.uniform(-2e-3, 2e-3, official.shape)  # each pixel's relative error, known beforehand
+    planted[0, 0, 5, 9] = -5e-3  # the worst pixel
+    shipped = official * (1 + planted)
     error = relative_error(shipped, official)
-    assert error.mean() == compare(shipped, official)["mean_rel_error"]
+    np.testing.assert_allclose(error, np.abs(planted), rtol=0, atol=1e-12)
+    assert compare(shipped, official)["mean_rel_error"] == pytest.approx(np.abs(planted).mean(), rel=1e-9)
     scale = error_scale(error)
-    assert (scale.low, scale.high) == (0.0, error.max())
+    assert scale.low == 0.0 and scale.high == pytest.approx(5e-3, rel=1e-9)  # the worst pixel is the brightest
 
 
 def test_colours_run_from_low_to_high_and_clip_outside():

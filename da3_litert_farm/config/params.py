@@ -3,32 +3,38 @@
 Every stage calls `load_params()` first, so a bad params.yaml fails in well under a second,
 before any model loads and before any output is touched. Each error names the key, the
 offending value and what is allowed.
+
+Keys, types, enums, ranges and patterns are in params.schema.json (JSON Schema 2020-12);
+this module adds what a schema cannot say: the shapes planned from the aspects, the GPU
+tensor plan, a local checkpoint's files and rules across fields. The values owned by Python
+constants (the patch size, the aspect-name rule, the photo names) reach both schemas, this one
+and the catalog's, as constants.schema.json, made here from those constants.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import jsonschema
 import yaml
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
 
 from da3_litert_farm.core import fileio, paths
-from da3_litert_farm.core.aspects import Aspect, AspectError, check_long_side, plan_aspect
-from da3_litert_farm.core.gpu_memory import MAX_TENSOR_MIB, MIB, MIN_TENSOR_MIB, plan_tensors
+from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, Aspect, AspectError, \
+    plan_aspect
+from da3_litert_farm.core.gpu_memory import MIB, plan_tensors
 from da3_litert_farm.core.photos import MIN_PHOTOS, PHOTOS
 
 PARAMS_FILE = Path("params.yaml")
-SOURCES = ("hub", "local", "random")
+SCHEMA_FILE = Path(__file__).with_name("params.schema.json")
+SCHEMA_BASE = "https://github.com/da3-litert-farm/"  # the $id of both schemas, less the file name
 HUB_FILES = ("config.json", "model.safetensors")
-SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$")
-
-_TOP_KEYS = ("checkpoint", "long_side", "max_tensor_mib", "aspects", "validation", "catalog")
-_CHECKPOINT_KEYS = ("source", "repo", "revision", "path", "seed", "outliers")
-_VALIDATION_KEYS = ("min_pearson", "max_mean_rel", "gpu", "gpu_min_pearson", "gpu_max_mean_rel", "photos")
-GPU_CHECK = ("required", "skip")
-_CATALOG_KEYS = ("name", "version")
+DEFAULT_REPO = "depth-anything/DA3-SMALL"
 
 
 class ParamsError(ValueError):
@@ -94,42 +100,137 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
     per-aspect stages read the weights from artifacts/checkpoint, and a parallel build's
     workers have that, not the local checkpoint.
     """
-    top = _mapping("top level", raw, _TOP_KEYS, required=_TOP_KEYS)
+    if isinstance(raw, dict) and isinstance(raw.get("aspects"), dict):
+        # YAML reads a key such as 169 as a number; an aspect name is the text written.
+        raw = {**raw, "aspects": {str(k): v for k, v in raw["aspects"].items()}}
+    error = jsonschema.exceptions.best_match(validator_for(load_schema()).iter_errors(raw))
+    if error is not None:
+        raise ParamsError(_message(error))
     try:
-        long_side = check_long_side(top["long_side"])
-        aspects = _aspects(top["aspects"], long_side)
+        aspects = _aspects(raw["aspects"], raw["long_side"])
     except AspectError as exc:
         raise ParamsError(str(exc)) from None
-    max_tensor_mib = _max_tensor_mib(top["max_tensor_mib"], aspects)
+    _check_tensor_plan(raw["max_tensor_mib"], aspects)
+    v, c = raw["validation"], raw["catalog"]
     return Params(
-        checkpoint=_checkpoint(top["checkpoint"], base_dir, checkpoint_files),
-        long_side=long_side,
-        max_tensor_mib=max_tensor_mib,
+        checkpoint=_checkpoint(raw["checkpoint"], base_dir, checkpoint_files),
+        long_side=raw["long_side"],
+        max_tensor_mib=raw["max_tensor_mib"],
         aspects=aspects,
-        validation=_validation(top["validation"]),
-        catalog=_catalog(top["catalog"]),
+        validation=ValidationParams(
+            min_pearson=float(v["min_pearson"]),
+            max_mean_rel=float(v["max_mean_rel"]),
+            gpu=v["gpu"],
+            gpu_min_pearson=float(v["gpu_min_pearson"]),
+            gpu_max_mean_rel=float(v["gpu_max_mean_rel"]),
+            photos=tuple(v.get("photos", PHOTOS)),
+        ),
+        catalog=CatalogParams(c["name"], c["version"]),
     )
 
 
-def _mapping(where: str, value: object, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
-    if not isinstance(value, dict):
-        raise ParamsError(f"{where}: expected a mapping with keys {list(allowed)}, got {value!r}")
-    unknown = sorted(set(value) - set(allowed), key=str)
-    if unknown:
-        raise ParamsError(f"{where}: unknown key(s) {unknown}; allowed: {list(allowed)}")
-    missing = [k for k in required if k not in value]
-    if missing:
-        raise ParamsError(f"{where}: missing key(s) {missing}")
-    return value
+# --- the schemas ---
+
+@functools.cache
+def load_schema() -> dict:
+    return json.loads(SCHEMA_FILE.read_text())
 
 
-def _aspects(raw: object, long_side: int) -> dict[str, Aspect]:
-    if not isinstance(raw, dict) or not raw:
-        raise ParamsError('aspects: expected at least one entry, e.g. 9x16: {ratio: "9:16"}')
+def constants_schema() -> dict:
+    """The schema rules whose values are Python constants (each kept in one place), as a resource
+    both params.schema.json and catalog.schema.json refer to."""
+    return {
+        "$id": SCHEMA_BASE + "constants.schema.json",
+        "$defs": {
+            "side": {"type": "integer", "multipleOf": PATCH, "minimum": MIN_SIDE, "maximum": MAX_SIDE,
+                     "description": f"an integer number of pixels, a multiple of {PATCH} (the ViT patch size) "
+                                    f"in [{MIN_SIDE}, {MAX_SIDE}]"},
+            "aspect_name": {"type": "string", "pattern": ASPECT_NAME, "not": {"const": BUNDLE},
+                            "description": f"an aspect name: letters, digits, '_', '.', '-' (e.g. 9x16), with no "
+                                           f"'..' and no trailing '.' or '.lock' (each name becomes part of a git "
+                                           f"tag), and not {BUNDLE!r} (the file that holds every aspect)"},
+            "photo": {"enum": list(PHOTOS)},
+            "photos": {"type": "array", "items": {"$ref": "#/$defs/photo"}, "minItems": MIN_PHOTOS,
+                       "uniqueItems": True,
+                       "description": f"a list of at least {MIN_PHOTOS} distinct photos from {list(PHOTOS)}"},
+            "photo_scores": {"type": "object", "propertyNames": {"$ref": "#/$defs/photo"},
+                             "minProperties": MIN_PHOTOS, "additionalProperties": {"type": "number"}},
+        },
+    }
+
+
+def _finite_number(checker, value) -> bool:
+    return jsonschema.Draft202012Validator.TYPE_CHECKER.is_type(value, "number") and math.isfinite(value)
+
+
+def _plain_integer(checker, value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# JSON has no NaN or infinity, and YAML's 896.0 is not a pixel count: "number" is finite, "integer" an int.
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"number": _finite_number, "integer": _plain_integer}),
+)
+
+
+@functools.cache
+def _registry() -> Registry:
+    resources = (load_schema(), constants_schema())
+    return Registry().with_resources((r["$id"], DRAFT202012.create_resource(r)) for r in resources)
+
+
+def validator_for(schema: dict):
+    """A Draft 2020-12 validator of `schema` that resolves params.schema.json and constants.schema.json."""
+    return _Validator(schema, registry=_registry())
+
+
+_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
+               "number": "a number", "boolean": "true or false", "null": "null"}
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """A schema error as `<key path>: <value> <what is wrong>; what is allowed`."""
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+    where = where or "top level"
+    schema, value = error.schema, error.instance
+    if error.validator == "additionalProperties":
+        allowed = list(schema.get("properties", {}))
+        return f"{where}: unknown key(s) {sorted((k for k in value if k not in allowed), key=str)}; allowed: {allowed}"
+    if error.validator == "required":
+        return f"{where}: missing key(s) {[k for k in schema['required'] if k not in value]}"
+    if error.validator == "enum":
+        return f"{where}: {value!r} is not one of {schema['enum']}"
+    allowed = _allowed(schema)
+    if allowed is None:
+        return f"{where}: {error.message}"
+    if "propertyNames" in error.absolute_schema_path:
+        return f"{where}: key {value!r} must be {allowed}"
+    if error.validator == "multipleOf":
+        return f"{where}: {value!r} is not a multiple of {schema['multipleOf']}; must be {allowed}"
+    return f"{where}: {value!r} must be {allowed}"
+
+
+def _allowed(schema: dict) -> str | None:
+    """What a (sub)schema allows, in words: its description, else its type."""
+    kind = schema.get("type")
+    if "description" in schema:
+        return schema["description"]
+    if kind == "object" and "properties" in schema:
+        return f"a mapping with keys {list(schema['properties'])}"
+    if kind is not None:
+        return " or ".join(_TYPE_WORDS[k] for k in ([kind] if isinstance(kind, str) else kind))
+    return None
+
+
+# --- what a schema cannot say ---
+
+def _aspects(raw: dict, long_side: int) -> dict[str, Aspect]:
     aspects: dict[str, Aspect] = {}
     by_shape: dict[tuple[int, int], str] = {}
     for name, entry in raw.items():
-        aspect = plan_aspect(str(name) if isinstance(name, int) else name, entry, long_side)
+        aspect = plan_aspect(name, entry, long_side)
         key = (aspect.height, aspect.width)
         if key in by_shape:
             raise ParamsError(
@@ -141,20 +242,10 @@ def _aspects(raw: object, long_side: int) -> dict[str, Aspect]:
     return aspects
 
 
-def _checkpoint(raw: object, base_dir: Path, check_files: bool = True) -> CheckpointParams:
-    c = _mapping("checkpoint", raw, _CHECKPOINT_KEYS, required=("source",))
-    source = c["source"]
-    if source not in SOURCES:
-        raise ParamsError(f"checkpoint.source: {source!r} is not one of {list(SOURCES)}")
-    repo, revision = c.get("repo", "depth-anything/DA3-SMALL"), c.get("revision", "main")
-    if source == "hub":
-        if not isinstance(repo, str) or repo.count("/") != 1:
-            raise ParamsError(f"checkpoint.repo: {repo!r} is not a Hub repo id like 'depth-anything/DA3-SMALL'")
-        if not isinstance(revision, str) or not revision:
-            raise ParamsError(f"checkpoint.revision: {revision!r} must be a branch, tag or commit hash")
-    path = c.get("path")
+def _checkpoint(c: dict, base_dir: Path, check_files: bool = True) -> CheckpointParams:
+    source, path, outliers = c["source"], c.get("path"), c.get("outliers", False)
     if source == "local":
-        if not isinstance(path, str) or not path:
+        if not path:
             raise ParamsError("checkpoint.path: source 'local' needs a directory holding "
                               f"{' + '.join(HUB_FILES)}")
         directory = (base_dir / path)
@@ -162,75 +253,24 @@ def _checkpoint(raw: object, base_dir: Path, check_files: bool = True) -> Checkp
         if missing:
             raise ParamsError(f"checkpoint.path: {path!r} lacks {missing}; a local checkpoint is a "
                               f"directory in the Hub layout ({' + '.join(HUB_FILES)})")
-    seed = c.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ParamsError(f"checkpoint.seed: {seed!r} must be a non-negative integer")
-    outliers = c.get("outliers", False)
-    if not isinstance(outliers, bool):
-        raise ParamsError(f"checkpoint.outliers: {outliers!r} must be true or false")
     if outliers and source != "random":
         raise ParamsError(f"checkpoint.outliers: true plants outliers in stress weights; it needs source: random, "
                           f"not {source!r}")
-    return CheckpointParams(source, str(repo), str(revision), path, seed, outliers)
+    return CheckpointParams(source, c.get("repo", DEFAULT_REPO), c.get("revision", "main"), path,
+                            c.get("seed", 0), outliers)
 
 
-def _fraction(key: str, value: object, low_open: float = 0.0, high: float = 1.0) -> float:
-    """A number in (low_open, high]; the error names the key."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low_open < value <= high:
-        raise ParamsError(f"{key}: {value!r} must be a number in ({low_open:g}, {high:g}]")
-    return float(value)
-
-
-def _validation(raw: object) -> ValidationParams:
-    v = _mapping("validation", raw, _VALIDATION_KEYS, required=_VALIDATION_KEYS[:-1])
-    gpu = v["gpu"]
-    if gpu not in GPU_CHECK:
-        raise ParamsError(f"validation.gpu: {gpu!r} is not one of {list(GPU_CHECK)}")
-    photos = v.get("photos", list(PHOTOS))
-    if not isinstance(photos, list) or len(photos) < MIN_PHOTOS:
-        raise ParamsError(f"validation.photos: need a list of at least {MIN_PHOTOS} photos from {list(PHOTOS)}")
-    unknown = [p for p in photos if p not in PHOTOS]
-    if unknown or len(set(photos)) != len(photos):
-        raise ParamsError(f"validation.photos: {unknown or 'duplicates'} not valid; choose distinct names "
-                          f"from {list(PHOTOS)}")
-    return ValidationParams(
-        min_pearson=_fraction("validation.min_pearson", v["min_pearson"]),
-        max_mean_rel=_fraction("validation.max_mean_rel", v["max_mean_rel"]),
-        gpu=gpu,
-        gpu_min_pearson=_fraction("validation.gpu_min_pearson", v["gpu_min_pearson"]),
-        gpu_max_mean_rel=_fraction("validation.gpu_max_mean_rel", v["gpu_max_mean_rel"]),
-        photos=tuple(photos),
-    )
-
-
-def _max_tensor_mib(raw: object, aspects: dict[str, Aspect]) -> int:
-    """The GPU tensor limit, and every aspect's largest tensor under it (attention chunked)."""
-    if isinstance(raw, bool) or not isinstance(raw, int) or not MIN_TENSOR_MIB <= raw <= MAX_TENSOR_MIB:
-        raise ParamsError(f"max_tensor_mib: {raw!r} must be an integer in [{MIN_TENSOR_MIB}, {MAX_TENSOR_MIB}] "
-                          "(MiB of the largest FP16 tensor the GPU may hold; WebGPU's default storage-buffer "
-                          "binding limit is 128)")
+def _check_tensor_plan(max_tensor_mib: int, aspects: dict[str, Aspect]) -> None:
+    """Every aspect's largest GPU tensor is under max_tensor_mib (attention chunked)."""
     for aspect in aspects.values():
-        plan = plan_tensors(aspect.height, aspect.width, raw * MIB)
-        if plan.largest_bytes > raw * MIB:
+        plan = plan_tensors(aspect.height, aspect.width, max_tensor_mib * MIB)
+        if plan.largest_bytes > max_tensor_mib * MIB:
             raise ParamsError(
                 f"aspects.{aspect.name}: {aspect.shape} needs a {plan.largest_name} tensor of "
-                f"{plan.largest_bytes / MIB:.0f} MiB in FP16, over max_tensor_mib {raw} even with attention "
-                f"chunked over queries; choose a smaller long_side or raise max_tensor_mib "
+                f"{plan.largest_bytes / MIB:.0f} MiB in FP16, over max_tensor_mib {max_tensor_mib} even with "
+                f"attention chunked over queries; choose a smaller long_side or raise max_tensor_mib "
                 f"(only if every target GPU binds buffers that large)"
             )
-    return raw
-
-
-def _catalog(raw: object) -> CatalogParams:
-    c = _mapping("catalog", raw, _CATALOG_KEYS, required=_CATALOG_KEYS)
-    name, version = c["name"], c["version"]
-    if not isinstance(name, str) or not re.match(r"^[a-z0-9][a-z0-9._-]*$", name):
-        raise ParamsError(f"catalog.name: {name!r} must be lowercase letters, digits, '.', '_', '-'")
-    if not isinstance(version, str) or not SEMVER.match(version):
-        raise ParamsError(f"catalog.version: {version!r} is not a semantic version like \"0.1.0\" "
-                          "(quote it in YAML)")
-    return CatalogParams(name, version)
 
 
 def write_checked(params: Params) -> None:

@@ -4,12 +4,15 @@ An entry is either `ratio: "W:H"` (e.g. "9:16" is portrait, "9:19.5" allowed) wi
 optional `long_side`, or explicit `height` and `width`. For a ratio, the long side equals
 long_side and the short side is the multiple of 14 (the ViT patch) nearest to
 long_side * short / long (halves round up).
+
+An entry's keys, types and sides are checked by the params schema first
+(da3_litert_farm/config/params.schema.json, with the constants below); the planner adds the
+rules across keys and the ratio's arithmetic.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -17,9 +20,9 @@ PATCH = 14
 MIN_SIDE = PATCH * 4  # 56: below this the DPT head's 4 pyramid levels collapse
 MAX_SIDE = 2016  # 144 patches: far past what a phone GPU holds for global attention
 DEFAULT_LONG_SIDE = 896
-ASPECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-ALLOWED_KEYS = ("ratio", "long_side", "height", "width")
-BUNDLE = "bundle"  # names the file of all aspects (artifact <catalog>-bundle), so no aspect may
+# Each name becomes part of a git tag: no '..', no trailing '.' or '.lock'.
+ASPECT_NAME = r"^(?!.*\.\.)(?!.*\.(?:lock)?$)[A-Za-z0-9][A-Za-z0-9_.-]*$"
+BUNDLE = "bundle"  # names the file of all aspects (artifact <catalog>-bundle), so no aspect may be named so
 
 
 class AspectError(ValueError):
@@ -54,25 +57,16 @@ class Aspect:
         return self.shape.width
 
 
-def plan_aspect(name: str, entry: object, default_long_side: int = DEFAULT_LONG_SIDE) -> Aspect:
-    """Turn one `aspects.<name>` entry of params.yaml into an Aspect, or raise AspectError."""
+def plan_aspect(name: str, entry: dict, default_long_side: int = DEFAULT_LONG_SIDE) -> Aspect:
+    """Turn one `aspects.<name>` entry of params.yaml, already checked by the params schema, into an
+    Aspect, or raise AspectError."""
     where = f"aspects.{name}"
-    if not isinstance(name, str) or not ASPECT_NAME.match(name) or ".." in name or name.endswith((".", ".lock")):
-        raise AspectError(f"{where}: aspect names use letters, digits, '_', '.', '-' (e.g. 9x16), with no '..' "
-                          "and no trailing '.' or '.lock' (each name becomes part of a git tag)")
-    if name == BUNDLE:
-        raise AspectError(f"{where}: {BUNDLE!r} is reserved for the file that holds every aspect; choose another name")
-    if not isinstance(entry, dict):
-        raise AspectError(f'{where}: expected a mapping like {{ratio: "9:16"}} or {{height: 896, width: 504}}')
-    unknown = sorted(set(entry) - set(ALLOWED_KEYS))
-    if unknown:
-        raise AspectError(f"{where}: unknown key(s) {unknown}; allowed: {list(ALLOWED_KEYS)}")
     has_ratio = "ratio" in entry
     has_size = "height" in entry or "width" in entry
     if has_ratio == has_size:
         raise AspectError(f"{where}: give either ratio (\"W:H\") or both height and width, not {sorted(entry)}")
     if has_ratio:
-        long_side = _side(f"{where}.long_side", entry.get("long_side", default_long_side))
+        long_side = entry.get("long_side", default_long_side)
         ratio_w, ratio_h = parse_ratio(where, entry["ratio"])
         shape = shape_for_ratio(where, ratio_w, ratio_h, long_side)
         return Aspect(name, str(entry["ratio"]), shape)
@@ -80,7 +74,7 @@ def plan_aspect(name: str, entry: object, default_long_side: int = DEFAULT_LONG_
         raise AspectError(f"{where}: long_side applies to ratio entries only")
     if "height" not in entry or "width" not in entry:
         raise AspectError(f"{where}: explicit sizes need both height and width")
-    shape = Shape(_side(f"{where}.height", entry["height"]), _side(f"{where}.width", entry["width"]))
+    shape = Shape(entry["height"], entry["width"])
     g = math.gcd(shape.width, shape.height)
     return Aspect(name, f"{shape.width // g}:{shape.height // g}", shape)
 
@@ -110,21 +104,6 @@ def shape_for_ratio(where: str, ratio_w: Decimal, ratio_h: Decimal, long_side: i
             f"{short} px, below the minimum {MIN_SIDE} ({PATCH}*4)"
         )
     return Shape(long_side, short) if ratio_h >= ratio_w else Shape(short, long_side)
-
-
-def _side(where: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise AspectError(f"{where}: {value!r} is not an integer number of pixels")
-    if value % PATCH:
-        raise AspectError(f"{where}: {value} is not a multiple of {PATCH} (the ViT patch size)")
-    if not MIN_SIDE <= value <= MAX_SIDE:
-        raise AspectError(f"{where}: {value} is outside [{MIN_SIDE}, {MAX_SIDE}]")
-    return value
-
-
-def check_long_side(value: object) -> int:
-    """Validate the top-level long_side with the same rules as any side."""
-    return _side("long_side", value)
 
 
 def closest_aspect(aspects: list[Aspect], width: int, height: int) -> tuple[Aspect, str]:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from da3_litert_farm.core.aspects import PATCH
 
 MIB = 1 << 20
-MIN_TENSOR_MIB, MAX_TENSOR_MIB = 16, 4096
 HEADS = 6
 MLP_HIDDEN = 1536
 HEAD_OUT_CHANNELS = 32  # output_conv1 at full resolution

@@ -3,11 +3,13 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
 from da3_litert_farm.core import paths
-from da3_litert_farm.config.params import ParamsError, load_params, parse_params
+from da3_litert_farm.config.params import ParamsError, load_params, load_schema, parse_params
+from da3_litert_farm.ops.catalog import validate_catalog
 from tests.farm_repo import run_stage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -194,3 +196,74 @@ def test_per_aspect_stages_do_not_need_the_local_checkpoint_files(tmp_path):
         parse_params(doc, base_dir=tmp_path)
     assert parse_params(doc, base_dir=tmp_path, checkpoint_files=False).checkpoint.path == "checkpoints/gone"
 
+
+def minimal_catalog() -> dict:
+    """The least catalog.json the catalog schema takes: one model, its GPU check skipped."""
+    photos = {"motorcycle_left": 0.999, "astronaut": 0.999, "coffee": 0.999}
+    model = {
+        "aspect": "9x16", "ratio": "9:16", "height": 896, "width": 504, "file": "artifacts/models/9x16.tflite",
+        "sha256": "0" * 64, "bytes": 1, "precision": "fp16-weights",
+        "input": {"shape": [1, 3, 896, 504], "layout": "NCHW", "dtype": "float32",
+                  "preprocessing": {"resize": "cover", "crop": "center", "scale": 1 / 255, "mean": [0.5] * 3,
+                                    "std": [0.25] * 3, "channel_order": "RGB"}},
+        "output": {"shape": [1, 1, 896, 504], "layout": "NCHW", "dtype": "float32", "meaning": "relative depth"},
+        "fidelity": {"reference": "official", "gate_min_pearson": 0.99999, "gate_max_mean_rel": 0.003,
+                     "pearson_min": 0.9999, "cosine_min": 0.9999, "max_abs_error": 0.01, "mean_rel_error_max": 0.001,
+                     "photos": photos},
+        "gpu_lint": {"gpu_clean": True, "ops": 1, "max_rank": 4, "op_histogram": {"CONV_2D": 1},
+                     "fp16_weight_tensors": 1, "largest_tensor_bytes": 1},
+        "gpu": {"checked": False, "reason": "validation.gpu: skip"},
+    }
+    return {
+        "schema_version": 1, "name": "da3-small-litert", "version": "0.1.0", "created": "2026-01-01T00:00:00Z",
+        "checkpoint": {"source": "random", "repo": None, "revision": None, "resolved_revision": None, "path": None,
+                       "seed": 0, "model_name": "da3-small", "weights_sha256": "0" * 64},
+        "tools": {t: "1.0" for t in ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer",
+                                     "depth-anything-3", "dvc")},
+        "models": [model],
+    }
+
+
+@pytest.mark.parametrize(
+    "params_change, catalog_key, value, params_message, catalog_message",
+    [
+        ({"catalog__version": "1.0"}, ("version",), "1.0", "catalog.version: '1.0'", "'1.0' does not match"),
+        ({"catalog__name": "DA3"}, ("name",), "DA3", "catalog.name: 'DA3'", "'DA3' does not match"),
+        ({"aspects__9x16": {"height": 900, "width": 504}}, ("models", 0, "height"), 900,
+         "aspects.9x16.height: 900 is not a multiple of 14", "900 is not a multiple of 14"),
+        ({"aspects__9x16": {"ratio": " 9:16"}}, ("models", 0, "ratio"), " 9:16",
+         "aspects.9x16.ratio: ' 9:16'", "' 9:16' does not match"),
+        ({"aspects__a..b": {"ratio": "1:1"}}, ("models", 0, "aspect"), "a..b", "key 'a..b'", "'a..b' does not match"),
+        ({"aspects__bundle": {"ratio": "1:1"}}, ("models", 0, "aspect"), "bundle", "key 'bundle'",
+         "'bundle' should not be valid"),
+        ({"validation__min_pearson": 1.5}, ("models", 0, "fidelity", "gate_min_pearson"), 1.5,
+         "validation.min_pearson: 1.5", "1.5 is greater than the maximum of 1"),
+        ({"validation__photos": ["astronaut", "coffee", "lena"]}, ("models", 0, "fidelity", "photos"),
+         {"astronaut": 0.999, "coffee": 0.999, "lena": 0.999}, "'lena' is not one of", "'lena' is not one of"),
+    ],
+)
+def test_params_and_the_catalog_refuse_alike(params_change, catalog_key, value, params_message, catalog_message):
+    """What params.yaml sets, the catalog schema checks with the same definitions."""
+    validate_catalog(minimal_catalog())
+    with pytest.raises(ParamsError, match=re.escape(params_message)):
+        parse_params(edited(**params_change))
+    doc = minimal_catalog()
+    *parents, leaf = catalog_key
+    node = doc
+    for key in parents:
+        node = node[key]
+    node[leaf] = value
+    with pytest.raises(jsonschema.ValidationError, match=re.escape(catalog_message)):
+        validate_catalog(doc)
+
+
+def test_both_schemas_resolve_one_semver_definition():
+    doc = minimal_catalog()
+    doc["version"] = "0.1.0-rc.1"
+    validate_catalog(doc)
+    assert parse_params(edited(catalog__version="0.1.0-rc.1")).catalog.version == "0.1.0-rc.1"
+    doc["version"] = "0.1"
+    with pytest.raises(jsonschema.ValidationError) as refused:
+        validate_catalog(doc)
+    assert refused.value.validator == "pattern"
+    assert refused.value.schema is load_schema()["$defs"]["semver"]  # the very object params.yaml is checked with

@@ -15,18 +15,18 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-import jsonschema
-
 from da3_litert_farm.core import fileio, paths
-from da3_litert_farm.config.params import Params
+from da3_litert_farm.config.params import Params, validator_for
 from da3_litert_farm.core.photos import PREPROCESSING
 from da3_litert_farm.core.releases import stress_warning
 from da3_litert_farm.checks.shipped import verified
 
 SCHEMA_FILE = Path(__file__).with_name("catalog.schema.json")
-SCHEMA_VERSION = 1
-TOOLS = ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "depth-anything-3", "dvc")
-PRECISION = "fp16-weights"  # FP16 weights (dequantized at load), FP32 activations and I/O
+_SCHEMA = json.loads(SCHEMA_FILE.read_text())
+# What the schema fixes, the catalog writes: one place each.
+SCHEMA_VERSION = _SCHEMA["properties"]["schema_version"]["const"]
+TOOLS = tuple(_SCHEMA["properties"]["tools"]["required"])
+PRECISION = _SCHEMA["$defs"]["precision"]["const"]
 OUTPUT_MEANING = (
     "relative depth: the official DA3 `depth` output (exp of the head's depth logit), larger is "
     "farther; defined up to scale, not metric"
@@ -37,13 +37,10 @@ class CatalogError(RuntimeError):
     pass
 
 
-def load_schema() -> dict:
-    return json.loads(SCHEMA_FILE.read_text())
-
-
 def validate_catalog(document: dict) -> None:
-    """Raise jsonschema.ValidationError if the document does not follow the catalog schema."""
-    jsonschema.validate(document, load_schema(), cls=jsonschema.Draft202012Validator)
+    """Raise jsonschema.ValidationError if the document does not follow the catalog schema
+    (which refers to params.schema.json and constants.schema.json for what params.yaml sets)."""
+    validator_for(_SCHEMA).validate(document)
 
 
 def tool_versions() -> dict[str, str]:

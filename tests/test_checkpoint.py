@@ -18,14 +18,21 @@ from da3_litert_farm.model.weights import load_official_from_dir, write_hub_layo
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
+def assert_same_weights(loaded: torch.nn.Module, expected: torch.nn.Module) -> None:
+    """Same parameter and buffer names, and under each name the same tensor."""
+    got, want = loaded.state_dict(), expected.state_dict()
+    assert got.keys() == want.keys(), sorted(got.keys() ^ want.keys())
+    for name, tensor in want.items():
+        assert torch.equal(got[name], tensor), name
+
+
 def test_hub_layout_round_trip(stress_net, stress_checkpoint_dir):
     keys = load_file(stress_checkpoint_dir / "model.safetensors").keys()
     assert all(k.startswith("model.") for k in keys)
     # The official model shares one LayerNorm across the aux levels; the Hub file stores it once.
     assert len(keys) < len(stress_net.state_dict())
     loaded = load_official_from_dir(stress_checkpoint_dir)
-    for (name, a), b in zip(stress_net.state_dict().items(), loaded.state_dict().values()):
-        assert torch.equal(a, b), name
+    assert_same_weights(loaded, stress_net)
 
 
 def test_the_same_weights_give_the_same_bytes(stress_net, stress_checkpoint_dir, tmp_path):
@@ -35,7 +42,7 @@ def test_the_same_weights_give_the_same_bytes(stress_net, stress_checkpoint_dir,
     write_hub_layout(again, stress_net)
     assert sha256_file(again / "model.safetensors") == sha256_file(stress_checkpoint_dir / "model.safetensors")
     loaded = load_official_from_dir(again)
-    assert all(torch.equal(a, b) for a, b in zip(stress_net.state_dict().values(), loaded.state_dict().values()))
+    assert_same_weights(loaded, stress_net)
 
 
 def _copy(src, dst, edit=None):
@@ -67,8 +74,7 @@ def test_tied_aliases_with_equal_values_load(stress_net, tmp_path):
     directory = _save_every_name(stress_net, tmp_path / "c")
     assert AUX_NORM.format(3, "weight") in load_file(directory / "model.safetensors")
     loaded = load_official_from_dir(directory)
-    for (name, a), b in zip(stress_net.state_dict().items(), loaded.state_dict().values()):
-        assert torch.equal(a, b), name
+    assert_same_weights(loaded, stress_net)
 
 
 def test_tied_aliases_with_different_values_name_both_keys(stress_net, tmp_path):

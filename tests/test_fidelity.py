@@ -32,9 +32,13 @@ def test_worst_case_picks_the_least_favourable():
 
 
 def test_photos_are_real_and_bundled():
+    # scikit-image's photos at their published sizes (H, W); motorcycle_left is the Middlebury left view
+    sizes = {"motorcycle_left": (500, 741), "astronaut": (512, 512), "coffee": (400, 600), "rocket": (427, 640),
+             "chelsea": (300, 451)}
+    assert set(PHOTOS) == set(sizes)
     for name in PHOTOS:
         rgb = load_photo(name)
-        assert rgb.dtype == np.uint8 and rgb.ndim == 3 and rgb.shape[2] == 3
+        assert rgb.dtype == np.uint8 and rgb.shape == (*sizes[name], 3), name
         assert rgb.std() > 20  # a photograph, not a flat test card
 
 

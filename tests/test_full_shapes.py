@@ -11,11 +11,12 @@ import pytest
 from da3_litert_farm.convert.export import convert_to_tflite
 from da3_litert_farm.checks.fidelity import TFLiteModel, fidelity_per_photo
 from da3_litert_farm.checks.gpu_lint import lint
+from da3_litert_farm.config.params import load_params
 from da3_litert_farm.model.patch import patch_model
 from da3_litert_farm.convert.quantize import quantize_fp16
 
 MAX_BYTES = 56_000_000  # 56 MB, decimal
-PUBLISHED_ONE_MINUS_R = 5.2e-4  # the hand conversion's 1 - 0.99948
+GATES = load_params().validation  # what the validate stage applies (params.yaml)
 
 
 @pytest.mark.parametrize("shape", [(896, 504), (504, 896), (896, 672)], ids=["9x16", "16x9", "3x4"])
@@ -34,5 +35,8 @@ def test_shipped_model_at_camera_shape(stress_net, tmp_path, shape):
 
     per_photo = fidelity_per_photo(stress_net, TFLiteModel(fp16), ("motorcycle_left", "astronaut", "coffee"), *shape)
     for photo, m in per_photo.items():
+        # 0.99999: 1 - r at least 50x below the hand conversion's published 1 - 0.99948
         assert m["pearson"] >= 0.99999, (photo, m)
-        assert (1 - m["pearson"]) * 50 <= PUBLISHED_ONE_MINUS_R, (photo, m)
+        # Pearson is blind to scale and offset: the depth itself, gated as the validate stage gates it
+        # (8.2e-4 at worst measured at these shapes on the seed-0 stress weights)
+        assert m["mean_rel_error"] <= GATES.max_mean_rel, (photo, m)

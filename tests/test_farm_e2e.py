@@ -21,9 +21,12 @@ import yaml
 from PIL import Image
 
 from da3_litert_farm.ops.catalog import validate_catalog
-from da3_litert_farm.checks.agreement import compare
+from da3_litert_farm.checks.fidelity import TFLiteModel
 from da3_litert_farm.core.fileio import sha256_file
 from da3_litert_farm.config.params import load_params
+from da3_litert_farm.model.official import official_depth
+from da3_litert_farm.model.photo_input import load_photo_tensor
+from da3_litert_farm.model.weights import load_official_from_dir
 from da3_litert_farm.report.report_check import check_report
 from da3_litert_farm.report.report_images import as_plane, colorize, depth_scale
 from tests.farm_repo import REPO, Farm, chain, restored_stages
@@ -39,13 +42,17 @@ def test_first_build_catalogs_every_aspect(farm):
     assert [(m["aspect"], m["height"], m["width"]) for m in catalog["models"]] == [("a", 126, 224), ("b", 224, 126)]
     assert catalog["checkpoint"]["source"] == "local"
     assert catalog["checkpoint"]["weights_sha256"] == sha256_file(farm.root / "checkpoints/stress/model.safetensors")
+    validation = farm.params["validation"]  # the gates this farm's params.yaml sets
+    official = load_official_from_dir(farm.root / "checkpoints/stress")
     for m in catalog["models"]:
         assert sha256_file(farm.root / m["file"]) == m["sha256"]
         assert m["gpu_lint"]["gpu_clean"] and m["gpu_lint"]["max_rank"] <= 4
         assert m["fidelity"]["pearson_min"] >= 0.99999
         gpu = m["gpu"]
         assert gpu["checked"] and gpu["fully_accelerated"] and gpu["precision"] == "fp16" and gpu["adapter"]
-        assert gpu["pearson_min"] >= gpu["gate_min_pearson"] and gpu["mean_rel_max"] <= gpu["gate_max_mean_rel"]
+        gate_pearson, gate_mean_rel = validation["gpu_min_pearson"], validation["gpu_max_mean_rel"]
+        assert (gpu["gate_min_pearson"], gpu["gate_max_mean_rel"]) == (gate_pearson, gate_mean_rel)
+        assert gpu["pearson_min"] >= gate_pearson and gpu["mean_rel_max"] <= gate_mean_rel
         assert gpu["pearson_min"] < m["fidelity"]["pearson_min"]  # FP16 arithmetic costs more than the CPU's
         record = json.loads((farm.root / "artifacts/models" / m["aspect"] / "gpu.json").read_text())
         assert record["sha256"] == m["sha256"] and record["passed"] and set(record["photos"]) == set(gpu["photos"])
@@ -53,11 +60,23 @@ def test_first_build_catalogs_every_aspect(farm):
             assert set(maps.files) == set(gpu["photos"])
             assert all(maps[p].shape == (1, 1, m["height"], m["width"]) for p in maps.files)
         metrics = json.loads((farm.root / "artifacts/models" / m["aspect"] / "metrics.json").read_text())
-        assert metrics["gates"]["min_pearson"]["value"] == m["fidelity"]["pearson_min"]  # measured, not constants
         assert all(g["passed"] for g in metrics["gates"].values())
+        assert list(metrics["fidelity"]["photos"]) == validation["photos"]
+        shipped, pearson = TFLiteModel(farm.root / m["file"]), {}
         with np.load(farm.root / "artifacts/models" / m["aspect"] / "depth.npz") as maps:
-            for photo, figures in metrics["fidelity"]["photos"].items():  # the maps behind the figures
-                assert compare(maps[f"{photo}.cpu"], maps[f"{photo}.official"])["pearson"] == figures["pearson"]
+            for photo, figures in metrics["fidelity"]["photos"].items():
+                official_map, cpu_map = maps[f"{photo}.official"], maps[f"{photo}.cpu"]
+                # The stored maps are the models' output: run both again here, from the farm's own files.
+                image = load_photo_tensor(photo, m["height"], m["width"])
+                np.testing.assert_allclose(official_map, official_depth(official, image).numpy(), rtol=1e-5)
+                np.testing.assert_allclose(cpu_map, shipped(image.numpy()), rtol=1e-5)
+                pearson[photo] = np.corrcoef(cpu_map.astype(np.float64).ravel(),
+                                             official_map.astype(np.float64).ravel())[0, 1]  # numpy's formula
+                assert figures["pearson"] == pytest.approx(pearson[photo], abs=1e-10), photo
+        gates = metrics["gates"]
+        assert gates["min_pearson"]["limit"] == validation["min_pearson"]
+        assert gates["max_mean_rel"]["limit"] == validation["max_mean_rel"]
+        assert gates["min_pearson"]["value"] == pytest.approx(min(pearson.values()), abs=1e-10)  # measured
         box = metrics["letterbox"]  # the square model's cost, on the official model
         assert box["square"] == [max(m["height"], m["width"])] * 2 and 0 < box["pearson_min"] <= 1
         assert box["mac_ratio_square_to_native"] > 1
@@ -99,12 +118,21 @@ def test_report_shows_what_the_stages_measured(farm):
     page = (report / "index.html").read_text()
     summary = {a: json.loads((farm.root / f"artifacts/summary/{a}.json").read_text()) for a in ("a", "b")}
     assert sorted(p.name for p in (farm.root / "artifacts/summary").iterdir()) == ["a.json", "b.json"]
+    expected = {}  # figures from the per-aspect records and the file itself, not from the catalog
     for m in catalog["models"]:
         aspect, figures = m["aspect"], summary[m["aspect"]]
         metrics = json.loads((farm.root / "artifacts/models" / aspect / "metrics.json").read_text())
-        assert figures["gpu_1_minus_pearson_ppm"] == (1 - m["gpu"]["pearson_min"]) * 1e6
-        assert figures["cpu_1_minus_pearson_ppm"] == (1 - m["fidelity"]["pearson_min"]) * 1e6
-        assert figures["letterbox_mac_ratio"] == metrics["letterbox"]["mac_ratio_square_to_native"]
+        gpu_record = json.loads((farm.root / "artifacts/models" / aspect / "gpu.json").read_text())
+        expected[aspect] = {
+            "megabytes": pytest.approx((farm.root / m["file"]).stat().st_size / 1e6, abs=5e-4),  # 3 decimals
+            "cpu_1_minus_pearson_ppm": pytest.approx(
+                (1 - min(p["pearson"] for p in metrics["fidelity"]["photos"].values())) * 1e6, rel=1e-9),
+            "gpu_1_minus_pearson_ppm": pytest.approx(
+                (1 - min(p["pearson"] for p in gpu_record["photos"].values())) * 1e6, rel=1e-9),
+            "letterbox_mac_ratio": pytest.approx(
+                metrics["letterbox"]["macs_square"] / metrics["letterbox"]["macs_native"], rel=1e-9),
+        }
+        assert {key: figures[key] for key in expected[aspect]} == expected[aspect]
         assert f'<tr data-aspect="{aspect}"><td>{aspect}</td><td>{m["height"]} x {m["width"]}</td>' in page
         assert m["sha256"][:12] in page
         with np.load(farm.root / "artifacts/models" / aspect / "gpu_depth.npz") as gpu_maps:
@@ -121,7 +149,10 @@ def test_report_shows_what_the_stages_measured(farm):
     assert page.count("shipped .tflite on the GPU accelerator, FP16") == 2 * 3
     assert "STRESS WEIGHTS" not in page  # local weights: no banner
     plots = json.loads((farm.root / "artifacts/plots.json").read_text())
-    assert plots == [{"aspect": a, **row} for a, row in summary.items()]
+    assert [row["aspect"] for row in plots] == ["a", "b"]  # one row per aspect, in catalog order
+    for row in plots:
+        assert set(row) == {"aspect", *summary[row["aspect"]]}
+        assert {key: row[key] for key in expected[row["aspect"]]} == expected[row["aspect"]]
 
 
 def test_dvc_metrics_and_plots_show_the_summary(farm):

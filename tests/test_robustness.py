@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
 
+import pytest
+
+from da3_litert_farm.gpu import host_lock
 from da3_litert_farm.report import report_check
 
 GOOD_PNG = b"\x89PNG\r\n\x1a\n last good screenshot"
@@ -48,3 +58,59 @@ def test_a_failed_screenshot_keeps_the_last_good_one_and_is_reported(tmp_path, m
     assert screenshot.read_bytes() == GOOD_PNG
     assert problems == [f"the browser could not take the screenshot; {screenshot} is left as it was"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "screenshot.png"]  # no temp file left
+
+
+OTHER_UID = 65534  # nobody
+
+
+def _as_other_user() -> None:
+    os.setgroups([])
+    os.setgid(OTHER_UID)
+    os.setuid(OTHER_UID)
+
+
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="switching to another user needs root")
+
+
+@needs_root
+def test_every_user_of_the_machine_takes_the_same_host_lock():
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _as_other_user()
+            os.write(write, str(importlib.reload(host_lock).LOCK_FILE).encode())  # the path as that user derives it
+        finally:
+            os._exit(0)
+    os.close(write)
+    other = os.read(read, 4096).decode()
+    os.waitpid(pid, 0)
+    assert other == str(host_lock.LOCK_FILE) == "/tmp/da3_litert_farm.host.lock"
+
+
+@needs_root
+def test_another_user_waits_for_a_gpu_check_started_by_root(monkeypatch):
+    # A sticky, world-writable folder, as /tmp is; not the real lock, which a build may hold now.
+    folder = Path(tempfile.mkdtemp(prefix="host-lock-", dir="/tmp"))
+    try:
+        folder.chmod(0o1777)
+        monkeypatch.setattr(host_lock, "LOCK_FILE", folder / "host.lock")
+        go_read, go_write = os.pipe()
+        pid = os.fork()  # before root takes the lock: a child forked inside would share root's hold
+        if pid == 0:
+            try:
+                signal.alarm(30)  # never hang the suite
+                _as_other_user()
+                os.read(go_read, 1)  # root holds the lock now
+                with host_lock.shared():
+                    os._exit(0)
+            finally:
+                os._exit(1)
+        with host_lock.alone():  # root makes the lock file
+            os.write(go_write, b"x")
+            time.sleep(1.0)
+            assert os.waitpid(pid, os.WNOHANG) == (0, 0)  # the other user still waits for root's exclusive hold
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0  # and then takes it
+    finally:
+        shutil.rmtree(folder)

@@ -4,8 +4,8 @@ The GPU check runs LiteRT's GPU accelerator, on machines without a GPU on Mesa's
 Vulkan driver, which uses every core; beside other heavy work its completion wait starves.
 Dask worker resources are counted per worker, and several workers share one machine, so
 the rule lives in the machine itself: a reader-writer file lock, one for all its users.
-Conversions hold it shared, a GPU check exclusively. The kernel drops a lock whose process dies, so a killed
-worker never leaves the machine locked.
+Conversions hold it shared, a GPU check exclusively. The kernel drops a lock whose process
+dies, so a killed worker never leaves the machine locked.
 """
 
 from __future__ import annotations

@@ -113,7 +113,9 @@ def render(name: str, *, folder: Path = FIGURES) -> str:
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        raise FiguresError(f"no {path}: record it first (the bench commands take --record {name})") from None
+        how = ("python -m da3_litert_farm.dev.figures catalog artifacts/catalog.json --commit C" if name == "catalog"
+               else f"the bench command with --record {name}")
+        raise FiguresError(f"no {path}: record it first ({how})") from None
     rows, on = doc["figures"], doc["measured_on"]
     columns = list(dict.fromkeys(key for row in rows for key in row))
     # Numbers under 0.01 are written 1.2e-3; so is a whole column of small numbers (errors, 1 - r)
@@ -233,10 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"figures: rerun without --check: python -m {module} {shlex.join(map(str, args.files))}",
               file=sys.stderr)
         return 1
+    files = f"{len(args.files)} file{'s' * (len(args.files) != 1)}"
     if stale:
-        print(f"figures: rewrote {len(stale)} of {found} sections in {len(args.files)} files")
+        print(f"figures: rewrote {len(stale)} of {found} sections in {files}")
     else:
-        print(f"figures: {found} sections in {len(args.files)} files, all up to date")
+        print(f"figures: {found} sections in {files}, all up to date")
     return 0
 
 

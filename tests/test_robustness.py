@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from da3_litert_farm.core import memory
 from da3_litert_farm.gpu import host_lock
 from da3_litert_farm.report import report_check
 
@@ -114,3 +115,24 @@ def test_another_user_waits_for_a_gpu_check_started_by_root(monkeypatch):
         assert os.waitstatus_to_exitcode(status) == 0  # and then takes it
     finally:
         shutil.rmtree(folder)
+
+
+def test_ru_maxrss_is_kilobytes_on_linux_and_bytes_on_macos():
+    assert memory.maxrss_to_mib(2_097_152, "linux") == 2048.0  # 2 GiB as Linux reports it, in KiB
+    assert memory.maxrss_to_mib(2_147_483_648, "darwin") == 2048.0  # the same 2 GiB on macOS, in bytes
+    assert memory.maxrss_to_mib(524_288, "freebsd14") == 512.0
+
+
+def _proc_kib(path: str, key: str) -> int:
+    line = next(line for line in Path(path).read_text().splitlines() if line.startswith(key + ":"))
+    return int(line.split()[1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the kernel's own figures in /proc")
+def test_peak_rss_is_in_mib_here():
+    high_water = _proc_kib("/proc/self/status", "VmHWM") / 1024  # read first: the peak only grows
+    peak = memory.peak_rss_mib()
+    # Not below the kernel's high-water mark for this process (less 1 MiB: getrusage reads the
+    # per-thread RSS counters before they are folded in), not above the machine's memory. It may
+    # well be above the high-water mark: ru_maxrss carries over a parent's peak across exec.
+    assert high_water - 1 <= peak <= _proc_kib("/proc/meminfo", "MemTotal") / 1024

@@ -9,14 +9,13 @@ converts one saved program in a process of its own, so that its peak RSS is the 
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from da3_litert_farm.core import fileio
+from da3_litert_farm.core import fileio, memory
 
 
 def convert_to_tflite(module: torch.nn.Module, height: int, width: int, out: Path | str) -> None:
@@ -40,7 +39,7 @@ def export_program_file(program: Path | str, out: Path | str) -> dict:
     convert_to_tflite(module, height, width, out)
     return {
         "seconds": time.time() - started,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": memory.peak_rss_mib(),
         "bytes": Path(out).stat().st_size,
     }
 

@@ -12,11 +12,12 @@ ones cannot), then its input and output buffers.
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from da3_litert_farm.core import memory
 
 ACCELERATORS = ("cpu", "gpu")
 
@@ -33,8 +34,7 @@ def peak_rss_mib() -> float:
         for line in status.read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024  # kB
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
+    return memory.peak_rss_mib()
 
 
 def load(path: Path | str, accelerator: str) -> dict:

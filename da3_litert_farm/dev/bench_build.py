@@ -12,7 +12,6 @@ docs/figures/NAME.json (see da3_litert_farm.dev.figures).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import resource
@@ -26,7 +25,8 @@ import yaml
 
 from da3_litert_farm.dev import figures
 from da3_litert_farm.dev.bench_install import repo_copy
-from da3_litert_farm.ops.build import dvc_env, dvc, git
+from da3_litert_farm.core.pipeline import stage_seconds
+from da3_litert_farm.ops.build import dvc, dvc_env, git, repro
 
 RATIOS = {"9x16": "9:16", "3x4": "3:4", "16x9": "16:9"}
 
@@ -51,19 +51,20 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
     return time.time() - started, proc.stdout + proc.stderr
 
 
+def timed_repro(repo: Path, pull: bool = False) -> tuple[float, dict]:
+    """`dvc repro` through DVC's API (ops.build.repro): (seconds, the stages it ran and restored)."""
+    started = time.time()
+    outcome = repro(cwd=repo, pull=pull)
+    return time.time() - started, outcome
+
+
+def per_aspect(stages: list[str]) -> list[str]:
+    return [s for s in stages if "@" in s]
+
+
 def peak_child_rss_mb() -> float:
     """Largest resident set of any process this benchmark has waited for so far."""
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-
-
-def stage_seconds(repo: Path, aspect: str) -> dict[str, float]:
-    """What each stage of one aspect took, from the seconds the stages record."""
-    folder = repo / "artifacts/models" / aspect
-    read = {name: json.loads((folder / f"{name}.json").read_text()) for name in
-            ("patch", "export", "quantize", "metrics", "gpu")}
-    return {"patch": read["patch"]["seconds"], "export": read["export"]["seconds"],
-            "quantize": read["quantize"]["seconds"], "validate": read["metrics"]["seconds"],
-            "gpu": read["gpu"]["seconds"]}
 
 
 def figure_rows(m: dict[str, float], jobs: int, machines: int, aspects: int) -> list[dict]:
@@ -112,11 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         doc_path.write_text(yaml.safe_dump(doc, sort_keys=False))
         removed_s, _ = timed([*python, "dvc", "repro"], seq)
         doc_path.write_text(full)
-        readd_s, out = timed([*python, "dvc", "repro"], seq)
-        ran = re.findall(r"Running stage '([^']+@[^']+)'", out)
+        readd_s, readded = timed_repro(seq)
         print(f"remove 3x4, dvc repro: {removed_s:.1f} s; add it back, dvc repro: {readd_s:.1f} s "
-              f"(converted: {', '.join(ran) or 'nothing'}; "
-              f"{len(re.findall('is cached - skipping run', out))} stages from the run-cache)")
+              f"(converted: {', '.join(per_aspect(readded['ran'])) or 'nothing'}; "
+              f"{len(readded['restored'])} stages from the run-cache)")
 
         remote = tmp / "remote"
         dvc("remote", "add", "-d", "-f", "storage", str(remote), cwd=seq)
@@ -126,14 +126,13 @@ def main(argv: list[str] | None = None) -> int:
         clone = tmp / "clone"
         git("clone", "-q", str(seq), str(clone), cwd=tmp)
         (clone / "dvc.lock").unlink()  # nothing but the run-cache to go by
-        pull_s, out = timed([*python, "dvc", "repro", "--pull"], clone)
-        ran = re.findall(r"Running stage '([^']+@[^']+)'", out)
+        pull_s, pulled = timed_repro(clone, pull=True)
         print(f"fresh clone: `dvc push --run-cache` there {push_s:.1f} s; `dvc repro --pull` here {pull_s:.1f} s, "
-              f"converted: {', '.join(ran) or 'nothing'}")
+              f"converted: {', '.join(per_aspect(pulled['ran'])) or 'nothing'}")
 
-        per_aspect = {a: stage_seconds(seq, a) for a in RATIOS}
-        convert = max(sum(v for k, v in s.items() if k != "gpu") for s in per_aspect.values())
-        gpu = max(s["gpu"] for s in per_aspect.values())
+        seconds = {a: stage_seconds(a, seq) for a in RATIOS}
+        convert = max(sum(v for k, v in s.items() if k != "gpu") for s in seconds.values())
+        gpu = max(s["gpu"] for s in seconds.values())
         rounds = math.ceil(args.aspects / args.machines)
         estimate = rounds * (convert + gpu) + pull_s * args.aspects / 3
         print(f"per aspect (sequential run, slowest of 3): convert {convert:.1f} s, GPU check {gpu:.1f} s")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from da3_litert_farm.core import memory
+from da3_litert_farm.core import memory, system_packages
 from da3_litert_farm.gpu import host_lock
 from da3_litert_farm.report import report_check
 
@@ -136,3 +136,16 @@ def test_peak_rss_is_in_mib_here():
     # per-thread RSS counters before they are folded in), not above the machine's memory. It may
     # well be above the high-water mark: ru_maxrss carries over a parent's peak across exec.
     assert high_water - 1 <= peak <= _proc_kib("/proc/meminfo", "MemTotal") / 1024
+
+
+@pytest.mark.parametrize("script", ["echo fetching; sleep 60",
+                                    "trap '' TERM; echo fetching; sleep 60"])  # one that ignores SIGTERM
+def test_an_install_that_hangs_is_stopped_at_its_timeout(script, capsys, monkeypatch):
+    monkeypatch.setattr(system_packages, "STOP_GRACE_S", 1)
+    started = time.monotonic()
+    assert system_packages.run_install("gpu_setup", "mesa-vulkan-drivers", script, timeout_s=1) is False
+    # Well before the 60 s sleep ends: it is stopped with the shell (it holds the output pipe open).
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err
+    assert err.startswith("gpu_setup: installing mesa-vulkan-drivers did not finish in 1 s and was stopped")
+    assert err.rstrip().endswith("fetching")

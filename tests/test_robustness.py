@@ -10,10 +10,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx2
+import huggingface_hub
 import pytest
+from huggingface_hub.errors import LocalEntryNotFoundError
+from huggingface_hub.utils import hf_raise_for_status
 
 from da3_litert_farm.core import memory, system_packages
 from da3_litert_farm.gpu import host_lock
+from da3_litert_farm.model import checkpoint
+from da3_litert_farm.model.official import CheckpointError
 from da3_litert_farm.report import report_check
 
 GOOD_PNG = b"\x89PNG\r\n\x1a\n last good screenshot"
@@ -149,3 +155,53 @@ def test_an_install_that_hangs_is_stopped_at_its_timeout(script, capsys, monkeyp
     err = capsys.readouterr().err
     assert err.startswith("gpu_setup: installing mesa-vulkan-drivers did not finish in 1 s and was stopped")
     assert err.rstrip().endswith("fetching")
+
+
+REPO = "depth-anything/DA3-SMALL"
+
+
+def _hub_reply(status: int, error_code: str) -> Exception:
+    """The exception huggingface_hub makes of the Hub's reply (status and X-Error-Code header)."""
+    url = f"https://huggingface.co/{REPO}/resolve/v9.9/config.json"
+    try:
+        hf_raise_for_status(httpx2.Response(status, headers={"X-Error-Code": error_code},
+                                            request=httpx2.Request("GET", url)))
+    except Exception as exc:  # noqa: BLE001 - the test wants whichever class huggingface_hub picks
+        return exc
+    raise AssertionError("hf_raise_for_status accepted an error reply")
+
+
+def _download_fails_with(monkeypatch, error: BaseException) -> None:
+    """Nothing cached, the Hub reachable, and the download raising `error`."""
+    def hf_hub_download(repo, filename, revision, cache_dir, local_files_only):
+        if local_files_only:
+            raise LocalEntryNotFoundError(f"{filename} is not in the cache")
+        raise error
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+    monkeypatch.setattr(checkpoint, "_require_hub_reachable", lambda repo, revision: None)
+
+
+@pytest.mark.parametrize("status, code, message", [
+    (404, "RevisionNotFound", f"checkpoint.revision 'v9.9': revision not found in {REPO} on the Hub"),
+    (403, "GatedRepo", f"{REPO} is gated: accept its terms"),
+    (401, "RepoNotFound", f"checkpoint.repo '{REPO}': repository not found on the Hub, or private"),
+])
+def test_a_hub_refusal_says_what_it_refused_not_offline(monkeypatch, status, code, message):
+    _download_fails_with(monkeypatch, _hub_reply(status, code))
+    with pytest.raises(CheckpointError) as err:
+        checkpoint.fetch_from_hub(REPO, "v9.9")
+    assert str(err.value).startswith(message)
+    assert "hf download" not in str(err.value)  # not the offline help: the network is fine
+
+
+def test_a_network_failure_during_the_download_gets_the_offline_help(monkeypatch):
+    _download_fails_with(monkeypatch, httpx2.ReadTimeout("The read operation timed out"))
+    with pytest.raises(CheckpointError, match=r"cannot be downloaded: download failed: The read operation timed out"):
+        checkpoint.fetch_from_hub(REPO, "v9.9")
+
+
+def test_a_bug_in_the_download_is_not_called_offline(monkeypatch):
+    _download_fails_with(monkeypatch, TypeError("hf_hub_download() got an unexpected keyword argument 'x'"))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'x'"):
+        checkpoint.fetch_from_hub(REPO, "v9.9")

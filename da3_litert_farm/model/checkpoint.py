@@ -33,7 +33,8 @@ def fetch_from_hub(repo: str, revision: str, cache_dir: Path | str | None = None
     `cache_dir` defaults to huggingface_hub's own (HF_HOME / HF_HUB_CACHE).
     """
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.errors import (GatedRepoError, HTTPError, LocalEntryNotFoundError, RemoteEntryNotFoundError,
+                                        RepositoryNotFoundError, RevisionNotFoundError, XetDownloadError)
 
     def download(local_only: bool) -> Path:
         files = [Path(hf_hub_download(repo, f, revision=revision, cache_dir=cache_dir,
@@ -46,7 +47,22 @@ def fetch_from_hub(repo: str, revision: str, cache_dir: Path | str | None = None
         _require_hub_reachable(repo, revision)
         try:
             snapshot = download(local_only=False)
-        except Exception as exc:
+        # The Hub answered, and said no: the params are wrong, or the token is missing.
+        except RevisionNotFoundError:
+            raise CheckpointError(f"checkpoint.revision {revision!r}: revision not found in {repo} on the Hub; "
+                                  f"give a branch, tag or commit of that repository") from None
+        except GatedRepoError:
+            raise CheckpointError(f"{repo} is gated: accept its terms on the Hub with your account, then log in "
+                                  f"(`hf auth login`) or set HF_TOKEN") from None
+        except RepositoryNotFoundError:
+            raise CheckpointError(f"checkpoint.repo {repo!r}: repository not found on the Hub, or private and "
+                                  f"no token given that may read it (`hf auth login` or HF_TOKEN)") from None
+        except RemoteEntryNotFoundError as exc:
+            raise CheckpointError(f"{repo}@{revision} lacks a file the farm needs ({' + '.join(HUB_FILES)}): "
+                                  f"{exc}") from None
+        # No answer, or a broken one: the network (LocalEntryNotFoundError here means it failed
+        # with nothing cached). Anything else is a bug and keeps its own traceback.
+        except (OSError, HTTPError, XetDownloadError) as exc:
             raise CheckpointError(_offline_help(repo, revision, f"download failed: {exc}")) from None
     return snapshot, snapshot.name  # the HF cache names each snapshot folder by its commit
 

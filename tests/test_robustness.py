@@ -13,13 +13,14 @@ from pathlib import Path
 import httpx2
 import huggingface_hub
 import pytest
+from torch import nn
 from huggingface_hub.errors import LocalEntryNotFoundError
 from huggingface_hub.utils import hf_raise_for_status
 
 from da3_litert_farm.core import memory, system_packages
 from da3_litert_farm.gpu import host_lock
 from da3_litert_farm.model import checkpoint
-from da3_litert_farm.model.official import CheckpointError
+from da3_litert_farm.model.official import CheckpointError, load_hub_weights, save_hub_weights
 from da3_litert_farm.report import report_check
 
 GOOD_PNG = b"\x89PNG\r\n\x1a\n last good screenshot"
@@ -205,3 +206,25 @@ def test_a_bug_in_the_download_is_not_called_offline(monkeypatch):
     _download_fails_with(monkeypatch, TypeError("hf_hub_download() got an unexpected keyword argument 'x'"))
     with pytest.raises(TypeError, match="unexpected keyword argument 'x'"):
         checkpoint.fetch_from_hub(REPO, "v9.9")
+
+
+def test_a_truncated_weights_file_is_called_cut_short(tmp_path):
+    weights = tmp_path / "model.safetensors"
+    save_hub_weights(nn.Linear(4, 4), weights)  # 20 float32 = 80 bytes of tensor data
+    weights.write_bytes(weights.read_bytes()[:-20])  # an interrupted download
+    with pytest.raises(CheckpointError, match=r"model.safetensors: not a readable safetensors file: its header "
+                                              r"lists 80 bytes of tensor data but 60 follow it: cut short"):
+        load_hub_weights(nn.Linear(4, 4), weights)
+
+
+def test_a_text_file_is_not_safetensors(tmp_path):
+    weights = tmp_path / "model.safetensors"
+    weights.write_text("version https://git-lfs.github.com/spec/v1\n")  # a Git LFS pointer, say
+    with pytest.raises(CheckpointError, match=r"its first 8 bytes give a header of \d+ bytes but 35 follow: "
+                                              r"not a safetensors file"):
+        load_hub_weights(nn.Linear(4, 4), weights)
+
+
+def test_a_missing_weights_file_is_not_called_corrupt(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No such file or directory"):
+        load_hub_weights(nn.Linear(4, 4), tmp_path / "model.safetensors")

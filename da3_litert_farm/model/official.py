@@ -18,7 +18,7 @@ import torch  # noqa: E402
 from depth_anything_3.cfg import create_object, load_config  # noqa: E402
 from depth_anything_3.model.da3 import DepthAnything3Net  # noqa: E402
 from depth_anything_3.registry import MODEL_REGISTRY  # noqa: E402
-from safetensors import safe_open  # noqa: E402
+from safetensors import SafetensorError, safe_open  # noqa: E402
 from safetensors.torch import load_model, save_model  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -63,8 +63,9 @@ def load_hub_weights(net: nn.Module, weights: Path | str) -> None:
         missing, unexpected = load_model(layout, str(weights), strict=False)
     except RuntimeError as exc:  # size mismatches
         raise CheckpointError(f"{weights} does not match the official model: {exc}") from None
-    except Exception as exc:  # corrupt or non-safetensors file
-        raise CheckpointError(f"{weights}: not a readable safetensors file: {exc}") from None
+    except SafetensorError as exc:  # corrupt or not safetensors; a missing file (OSError) stays itself
+        raise CheckpointError(f"{weights}: not a readable safetensors file: {_what_is_wrong(weights)} "
+                              f"(safetensors: {exc})") from None
     unexpected = [k for k in unexpected if not _is_equal_alias(layout, weights, k)]
     if missing or unexpected:
         hint = ""
@@ -74,6 +75,29 @@ def load_hub_weights(net: nn.Module, weights: Path | str) -> None:
             f"{weights} does not match the official model{hint}: "
             f"missing keys ({len(missing)}): {sorted(missing)}; unexpected keys ({len(unexpected)}): {sorted(unexpected)}"
         )
+
+
+def _what_is_wrong(weights: Path | str) -> str:
+    """What the bytes of a file safetensors refused show: the format is an 8-byte little-endian
+    header length, that many bytes of JSON (each tensor's data_offsets), then the tensor data."""
+    size = os.path.getsize(weights)
+    with open(weights, "rb") as f:
+        if size < 8:
+            return f"{size} bytes, shorter than the 8-byte header length every safetensors file starts with"
+        (length,) = struct.unpack("<Q", f.read(8))
+        if length > size - 8:
+            return (f"its first 8 bytes give a header of {length} bytes but {size - 8} follow: "
+                    f"not a safetensors file, or cut short within the header")
+        try:
+            header = json.loads(f.read(length))
+            end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError):
+            return "its header is not the JSON a safetensors file holds"
+    data = size - 8 - length
+    if end > data:
+        return (f"its header lists {end} bytes of tensor data but {data} follow it: cut short "
+                f"(an interrupted download or copy?)")
+    return f"its header and its {data} bytes of tensor data disagree"
 
 
 def _is_equal_alias(layout: nn.Module, weights: Path | str, key: str) -> bool:

@@ -91,7 +91,7 @@ def _what_is_wrong(weights: Path | str) -> str:
         try:
             header = json.loads(f.read(length))
             end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-        except (ValueError, TypeError, KeyError, IndexError):
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):  # any JSON but the expected
             return "its header is not the JSON a safetensors file holds"
     data = size - 8 - length
     if end > data:

@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx2
 import huggingface_hub
 import pytest
-from torch import nn
 from huggingface_hub.errors import LocalEntryNotFoundError
 from huggingface_hub.utils import hf_raise_for_status
+from torch import nn
 
 from da3_litert_farm.core import memory, system_packages
 from da3_litert_farm.gpu import host_lock

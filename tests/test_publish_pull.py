@@ -375,7 +375,7 @@ def test_publish_is_all_or_nothing_at_each_failure_point(published):
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.3.0")
     publish = [sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW]
-    expected = {f"refs/tags/catalog/v0.3.0", "refs/tags/da3-small-litert-bundle@v0.3.0"} | {
+    expected = {"refs/tags/catalog/v0.3.0", "refs/tags/da3-small-litert-bundle@v0.3.0"} | {
         f"refs/tags/da3-small-litert-{a}@v0.3.0" for a in TINY}
 
     # 1. The DVC remote cannot be written: nothing is tagged anywhere.

@@ -25,6 +25,7 @@ import yaml
 
 from da3_litert_farm.dev import figures
 from da3_litert_farm.dev.bench_install import repo_copy
+from da3_litert_farm.core import memory
 from da3_litert_farm.core.pipeline import stage_seconds
 from da3_litert_farm.ops.build import dvc, dvc_env, git, repro
 
@@ -64,7 +65,7 @@ def per_aspect(stages: list[str]) -> list[str]:
 
 def peak_child_rss_mb() -> float:
     """Largest resident set of any process this benchmark has waited for so far."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return memory.peak_rss_mib(resource.RUSAGE_CHILDREN)
 
 
 def figure_rows(m: dict[str, float], jobs: int, machines: int, aspects: int) -> list[dict]:

@@ -1,6 +1,6 @@
 """Precision profiler: where FP16 error enters the shipped graph on LiteRT's GPU accelerator.
 
-    python -m da3_litert_farm.dev.precision 9x16 [--photo motorcycle_left] [--json FILE]
+    python -m da3_litert_farm.dev.precision 9x16 [--photo NAME] [--json FILE]
 
 Builds the aspect's GPU-clean module from artifacts/checkpoint exactly as the patch stage
 does, with every tap (`MonoDepth.forward_taps`: the tokens after the embedding and after each
@@ -45,7 +45,7 @@ from da3_litert_farm.model.mono_depth import RewriteOptions
 from da3_litert_farm.model.official import CheckpointError
 from da3_litert_farm.config.params import ParamsError, load_params
 from da3_litert_farm.model.patch import NotExactError, patch_model, shipped_options
-from da3_litert_farm.core.photos import PHOTOS
+from da3_litert_farm.core.photos import CHECK_PHOTO, PHOTOS
 from da3_litert_farm.model.photo_input import load_photo_tensor
 from da3_litert_farm.convert.quantize import quantize_fp16
 from da3_litert_farm.model.weights import load_official_from_dir
@@ -161,7 +161,7 @@ def _layernorm_shift(value: str) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="where FP16 error enters the shipped graph on the GPU")
     parser.add_argument("aspect")
-    parser.add_argument("--photo", default="motorcycle_left", choices=PHOTOS)
+    parser.add_argument("--photo", default=CHECK_PHOTO, choices=PHOTOS)
     parser.add_argument("--layernorm-shift", type=_layernorm_shift, metavar="K|off",
                         default=RewriteOptions().layernorm_shift,
                         help="LayerNorms on x * 2^-K (rewrites.PrescaledLayerNorm), or off; default: as shipped "

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from da3_litert_farm.gpu import host_lock
-from da3_litert_farm.core import paths
+from da3_litert_farm.core import memory, paths
 from da3_litert_farm.core.pipeline import CONVERT_STAGES, GPU_STAGE, SHARED_STAGES, stage_name
 from da3_litert_farm.config.params import PARAMS_FILE, ParamsError, load_params
 
@@ -270,7 +270,7 @@ def build_aspect(snap: Snapshot, aspect: str) -> dict:
         return {"aspect": aspect, "host": socket.gethostname(), "pid": os.getpid(),
                 "ran": [s for r in done for s in r["ran"]], "restored": [s for r in done for s in r["restored"]],
                 "convert": (t0, t1), "gpu": (t2, t3),
-                "peak_child_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+                "peak_child_rss_mb": memory.peak_rss_mib(resource.RUSAGE_CHILDREN),
                 "worker_rss_mb": psutil.Process().memory_info().rss / 2**20}
     finally:
         _remove_workspace(snap, work)

@@ -214,7 +214,7 @@ def test_the_accelerator_sums_in_fp16(stress_net):
     accelerator accumulates a conv's products in FP16, so the error grows with the sum's length.
     Splitting the patch conv into 42-product sums cuts its error about 3x (measured 3.6e-3 -> 1.1e-3)
     for 14x its ops; not shipped, since the depth needs about 7x less error on every long sum
-    (README: Where FP16 error enters)."""
+    (docs/gpu-fidelity.md: Where FP16 error enters)."""
     conv = MonoDepth(copy.deepcopy(stress_net), *SMALL).patch_embed.proj
     image = load_photo_tensor("motorcycle_left", *SMALL)
     with torch.no_grad():

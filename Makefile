@@ -13,7 +13,7 @@ export DVC_NO_ANALYTICS := 1
 # sorts above plain 2.13.0). Empty (the default): the configured index alone.
 TORCH_INDEX ?=
 
-.PHONY: farm report test bench bench-build bench-install publish gpu-adapter browser clean-venv
+.PHONY: farm report test bench bench-gpu bench-build bench-install publish gpu-adapter browser clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
@@ -57,6 +57,11 @@ publish: $(STAMP)
 # make bench ARGS=--compare-upsamplers  also times each upsampler (other flags: python -m da3_litert_farm.dev.bench -h)
 bench: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.dev.bench --height 896 --width 504 $(ARGS)
+
+# Where the GPU check's time goes, for one built aspect (make farm first): set-up, compile, each
+# inference, core use; ARGS="--perf --setting NAME:VAR=VALUE" to compare driver settings.
+bench-gpu: gpu-adapter
+	$(BIN)/python -m da3_litert_farm.dev.bench_gpu $(or $(ASPECT),9x16) $(ARGS)
 
 # Sequential dvc repro vs make farm JOBS=2, the run-cache, a fresh clone; an estimate for many machines.
 bench-build: gpu-adapter

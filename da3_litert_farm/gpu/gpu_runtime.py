@@ -127,6 +127,7 @@ class GpuModel:
         self._inputs = self._model.create_input_buffers(self._index)
         self._outputs = self._model.create_output_buffers(self._index)
         self._used = False
+        self.last_run: dict[str, float] = {}
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
         """Run a one-output model once: its output."""
@@ -142,12 +143,19 @@ class GpuModel:
         image = np.ascontiguousarray(image, np.float32)
         if image.shape != self.input_shape:
             raise ValueError(f"input {image.shape} != model input {self.input_shape}")
+        started = time.perf_counter()
         self._inputs[0].write(image)
         self._model.run_by_index(self._index, self._inputs, self._outputs)
+        submitted = time.perf_counter()
         wait_until_cpu_idle()
+        drained = time.perf_counter()
         try:
             outs = [buffer.read(int(np.prod(shape)), np.float32)
                     for buffer, shape in zip(self._outputs, self.output_shapes)]
+            # Where one run's time went (da3_litert_farm.dev.bench_gpu): writing the input and
+            # submitting, the queue draining, reading the outputs back.
+            self.last_run = {"submit_s": submitted - started, "queue_s": drained - submitted,
+                             "read_s": time.perf_counter() - drained}
         except Exception as exc:
             self._used = None
             raise GpuError(

@@ -169,3 +169,8 @@ class MonoDepth(nn.Module):
         logit = taps["logit"] = s.output_conv2(out)
         depth = taps["depth"] = torch.exp(logit)
         return depth
+
+
+# Tensor names in the shipped files carry this path (see rewrites.GRAPH_NAMES): pinned, so that
+# moving the code does not change their bytes.
+MonoDepth.__module__ = "da3_litert_farm.mono_depth"

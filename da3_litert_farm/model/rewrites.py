@@ -497,3 +497,12 @@ class SeparableUVPosEmbed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat((x[:, : self.half] + self.cols, x[:, self.half :] + self.rows), dim=1)
+
+
+# The converter names every tensor after the modules that made it (torch.export's nn_module_stack,
+# "<module path>.<Class>_<attribute>"). Pinned to the path the shipped files have carried since
+# the first build, so that where this code sits in the package never changes their bytes.
+GRAPH_NAMES = "da3_litert_farm.rewrites"
+for _module in [v for v in list(globals().values()) if isinstance(v, type) and issubclass(v, nn.Module)
+                and v.__module__ == __name__]:
+    _module.__module__ = GRAPH_NAMES

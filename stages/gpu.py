@@ -17,7 +17,6 @@ from da3_litert_farm.checks.gpu import gpu_check
 from da3_litert_farm.config.params import ParamsError, load_params
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.gpu.gpu_runtime import GpuError
-from da3_litert_farm.model.official import CheckpointError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         params = load_params(checkpoint_files=False)
         aspect = params.aspect(args.aspect)
         record, depths = gpu_check(aspect, params.validation)
-    except (ParamsError, CheckpointError, GpuError) as exc:
+    except (ParamsError, GpuError) as exc:
         print(f"gpu {args.aspect}: {exc}", file=sys.stderr)
         return 1
     with fileio.atomic_path(paths.gpu_depth(aspect.name)) as tmp:

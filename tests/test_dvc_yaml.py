@@ -107,6 +107,7 @@ def test_the_params_check_runs_before_any_stage_that_removes_outputs():
                 "gpu": paths.fp16_model}
     for name, made_by_earlier_stage in upstream.items():
         assert made_by_earlier_stage("${key}").as_posix() in s[name]["deps"], name
+    assert paths.depth_maps("${key}").as_posix() in s["gpu"]["deps"]  # the official maps the GPU is compared with
     assert paths.MODELS.as_posix() in s["bundle"]["deps"] and paths.BUNDLE_DIR.as_posix() in s["catalog"]["deps"]
     assert paths.CATALOG.as_posix() in s["report"]["deps"]
 
@@ -119,7 +120,7 @@ def test_per_aspect_stages_read_only_their_aspect():
     assert {p for p in s["validate"]["params"] if p.startswith("validation.")} == {
         "validation.min_pearson", "validation.max_mean_rel", "validation.photos"}
     assert {p for p in s["gpu"]["params"] if p.startswith("validation.")} == {
-        "validation.gpu", "validation.gpu_min_pearson", "validation.gpu_max_mean_rel", "validation.photos"}
+        "validation.gpu", "validation.gpu_min_pearson", "validation.gpu_max_mean_rel", "validation.gpu_photos"}
     assert "params" not in s["export"] and "params" not in s["quantize"]
 
 

@@ -56,6 +56,7 @@ def test_first_build_catalogs_every_aspect(farm):
         assert gpu["pearson_min"] < m["fidelity"]["pearson_min"]  # FP16 arithmetic costs more than the CPU's
         record = json.loads((farm.root / "artifacts/models" / m["aspect"] / "gpu.json").read_text())
         assert record["sha256"] == m["sha256"] and record["passed"] and set(record["photos"]) == set(gpu["photos"])
+        assert list(gpu["photos"]) == validation["gpu_photos"]  # the GPU runs these, the CPU check all photos
         with np.load(farm.root / "artifacts/models" / m["aspect"] / "gpu_depth.npz") as maps:
             assert set(maps.files) == set(gpu["photos"])
             assert all(maps[p].shape == (1, 1, m["height"], m["width"]) for p in maps.files)
@@ -241,7 +242,8 @@ def test_editing_validation_reruns_only_validation_and_catalog(farm):
     assert ran == {"params", "validate@a", "validate@b", "validate@c", "gpu@a", "gpu@b", "gpu@c", "bundle", "catalog",
                    "report"}
     assert set(farm.catalog()["models"][0]["fidelity"]["photos"]) == {"astronaut", "coffee", "rocket"}
-    assert set(farm.catalog()["models"][0]["gpu"]["photos"]) == {"astronaut", "coffee", "rocket"}
+    # The GPU reruns (its official maps changed) on validation.gpu_photos only.
+    assert list(farm.catalog()["models"][0]["gpu"]["photos"]) == doc["validation"]["gpu_photos"] == ["coffee"]
 
 
 def last_good_comes_back(farm, good_params: dict, before: dict, failed: str) -> None:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from da3_litert_farm.checks.agreement import compare
-from da3_litert_farm.checks.fidelity import TFLiteModel, fidelity_per_photo, worst_case
+from da3_litert_farm.checks.agreement import compare, worst_case
+from da3_litert_farm.checks.fidelity import TFLiteModel, fidelity_per_photo
 from da3_litert_farm.core.photos import MEAN, PHOTOS, STD
 from da3_litert_farm.model.photo_input import cover_and_center_crop, load_photo, normalize
 from tests.conftest import SMALL

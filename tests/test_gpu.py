@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from da3_litert_farm.checks.agreement import compare
-from da3_litert_farm.checks.fidelity import gate_fidelity
+from da3_litert_farm.checks.agreement import compare, gate_fidelity
 from da3_litert_farm.checks.gpu import GATE_KEYS, run_on_gpu
 from da3_litert_farm.gpu.gpu_runtime import GpuModel, probe, probe_model_bytes, wait_until_cpu_idle
 from da3_litert_farm.model.official import official_depth

@@ -65,6 +65,13 @@ def test_valid_document():
     params = parse_params(VALID)
     assert params.aspect("3x4").shape.width == 672
     assert params.validation.photos == ("motorcycle_left", "astronaut", "coffee", "rocket", "chelsea")  # all: the default
+    assert params.validation.gpu_photos == params.validation.photos  # the GPU too, unless told fewer
+
+
+def test_gpu_photos_are_a_chosen_subset_of_the_photos():
+    params = parse_params(edited(validation__photos=["astronaut", "coffee", "rocket"], validation__gpu_photos=["rocket"]))
+    assert params.validation.photos == ("astronaut", "coffee", "rocket")
+    assert params.validation.gpu_photos == ("rocket",)
 
 
 @pytest.mark.parametrize(
@@ -96,6 +103,11 @@ def test_valid_document():
         (edited(catalog__version=0.1), 'catalog.version: 0.1 must be a semantic version like "0.1.0" (quote it in YAML)'),
         (edited(catalog__version="1.0"), "catalog.version: '1.0' must be a semantic version"),
         (edited(validation__gpu="maybe"), "validation.gpu: 'maybe' is not one of ['required', 'skip']"),
+        (edited(validation__photos=["astronaut", "coffee", "rocket"], validation__gpu_photos=["coffee", "chelsea"]),
+         "validation.gpu_photos: ['chelsea'] not in validation.photos ['astronaut', 'coffee', 'rocket']"),
+        (edited(validation__gpu_photos=[]), "validation.gpu_photos: [] must be a list of at least 1 distinct photo"),
+        (edited(validation__gpu_photos=["coffee", "coffee"]), "validation.gpu_photos: ['coffee', 'coffee'] must be"),
+        (edited(validation__gpu_photos=["lena"]), "validation.gpu_photos[0]: 'lena' is not one of"),
         (edited(validation__gpu=DELETE), "validation: missing key(s) ['gpu']"),
         (edited(validation__max_mean_rel=0), "validation.max_mean_rel: 0 must be a number in (0, 1]"),
         (edited(validation__gpu_min_pearson="high"), "validation.gpu_min_pearson: 'high' must be a number"),

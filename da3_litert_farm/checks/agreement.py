@@ -1,5 +1,6 @@
-"""How closely a depth map (or an intermediate tensor) agrees with the reference: numpy only, so
-the report can draw the same per-pixel error that the fidelity figures average."""
+"""How closely a depth map (or an intermediate tensor) agrees with the reference, and the gates on
+it: numpy only, so the report can draw the same per-pixel error that the fidelity figures average
+and the GPU stage gates without loading PyTorch."""
 
 from __future__ import annotations
 
@@ -31,3 +32,37 @@ def compare(pred: np.ndarray, ref: np.ndarray) -> dict[str, float]:
         "max_abs_error": float(np.abs(p - r).max()),
         "mean_rel_error": float(np.mean(relative_error(p, r))),
     }
+
+
+def worst_case(per_photo: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The least favourable value of each metric over the photos."""
+    rows = per_photo.values()
+    return {
+        "pearson": min(r["pearson"] for r in rows),
+        "cosine": min(r["cosine"] for r in rows),
+        "max_abs_error": max(r["max_abs_error"] for r in rows),
+        "mean_rel_error": max(r["mean_rel_error"] for r in rows),
+    }
+
+
+def gate_fidelity(per_photo: dict[str, dict[str, float]], min_pearson: float, max_mean_rel: float,
+                  keys: tuple[str, str]) -> tuple[dict, list[str]]:
+    """Gate every photo on Pearson (shape of the depth map) and mean relative error (its scale
+    and offset too: Pearson alone passes a depth map off by a factor). Returns the measured
+    outcome of each gate and one failure message per photo and figure; `keys` name the
+    params.yaml settings in those messages."""
+    failures = []
+    for photo, m in per_photo.items():
+        if not m["pearson"] >= min_pearson:  # written so that NaN fails
+            failures.append(f"pearson {m['pearson']:.7f} on photo {photo!r} < gate {keys[0]} {min_pearson}")
+        if not m["mean_rel_error"] <= max_mean_rel:
+            failures.append(f"mean relative error {m['mean_rel_error']:.2e} on photo {photo!r} > gate {keys[1]} "
+                            f"{max_mean_rel}")
+    worst = worst_case(per_photo)
+    gates = {
+        "min_pearson": {"limit": min_pearson, "value": worst["pearson"],
+                        "passed": all(m["pearson"] >= min_pearson for m in per_photo.values())},
+        "max_mean_rel": {"limit": max_mean_rel, "value": worst["mean_rel_error"],
+                         "passed": all(m["mean_rel_error"] <= max_mean_rel for m in per_photo.values())},
+    }
+    return gates, failures

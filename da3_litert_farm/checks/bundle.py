@@ -115,7 +115,7 @@ def build_bundle(params: Params, out_dir: Path) -> dict:
     singles = [verified(params.aspects[name]) for name in sorted(params.aspects)]
     bundle_file = out_dir / paths.BUNDLE_MODEL.name
     bundle_file.write_bytes(tflite_bundle.merge({s.aspect.name: s.file for s in singles}))
-    photo = params.validation.photos[0]
+    photo = params.validation.gpu_photos[0]  # gpu@ recorded its GPU map
     parts = {s.aspect.name: tflite_bundle.file_bytes(s.file) for s in singles}
     own = tflite_bundle.own_bytes({s.aspect.name: s.file for s in singles})
     bundle_bytes = bundle_file.stat().st_size

@@ -4,18 +4,20 @@ Run by the DVC stage in stages/gpu.py.
 
 Loads the shipped FP16 .tflite with the GPU accelerator (ML Drift over WebGPU; on a machine
 without a GPU, Mesa's lavapipe), records the adapter and whether every op runs on the GPU,
-and compares the GPU output with the official FP32 PyTorch model on the validation photos at
-the aspect's native shape, preprocessed as an app does. Writes gpu.json (DVC metrics) and the
-GPU's depth map of each photo (gpu_depth.npz, float32 [1,1,H,W] per photo name), then
-fails if a gate fails: fully accelerated, finite output, validation.gpu_min_pearson and
-validation.gpu_max_mean_rel on every photo. A failed aspect never reaches the catalog.
+and compares the GPU output on `validation.gpu_photos` (preprocessed as an app does, at the
+aspect's native shape) with the official FP32 PyTorch model's depth maps that validate@ASPECT
+saved in depth.npz: the same maps the CPU check used, so the two checks share one reference
+and this stage needs no PyTorch. Writes gpu.json (DVC metrics) and the GPU's depth map of
+each photo (gpu_depth.npz, float32 [1,1,H,W] per photo name), then fails if a gate fails:
+fully accelerated, finite output, validation.gpu_min_pearson and validation.gpu_max_mean_rel
+on every GPU photo. A failed aspect never reaches the catalog.
 
 With `validation.gpu: skip` it runs nothing and records that the check was skipped; the
 catalog says so and `make publish` refuses such a catalog unless told otherwise.
 
 The software adapter runs on the CPU cores, one to several minutes per inference at full size
-(docs/benchmarks.md), and the first one at a new shape also compiles the shaders (Mesa caches
-them on disk). Run it alone: heavy work beside it can make a GPU read fail (see GpuModel).
+(docs/benchmarks.md; docs/gpu-fidelity.md says why and why one photo is the default). Run it
+alone: heavy work beside it can make a GPU read fail (see GpuModel).
 """
 
 from __future__ import annotations
@@ -26,26 +28,27 @@ import numpy as np
 
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import Aspect
-from da3_litert_farm.checks.agreement import compare
-from da3_litert_farm.checks.fidelity import gate_fidelity
+from da3_litert_farm.checks.agreement import compare, gate_fidelity
 from da3_litert_farm.gpu.gpu_runtime import Adapter, GpuError, GpuModel
-from da3_litert_farm.model.official import official_depth
 from da3_litert_farm.config.params import ValidationParams
-from da3_litert_farm.model.photo_input import load_photo_tensor
-from da3_litert_farm.model.weights import load_official_from_dir
+from da3_litert_farm.model.photo_input import load_photo_array
 
 GATE_KEYS = ("validation.gpu_min_pearson", "validation.gpu_max_mean_rel")
 
 
-def references(photos: tuple[str, ...], height: int, width: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """(input, official FP32 depth) per photo, computed before the GPU work starts, so the
-    official model's threads never compete with the software GPU for the cores."""
-    official = load_official_from_dir(paths.CHECKPOINT_DIR)
-    out = {}
-    for photo in photos:
-        image = load_photo_tensor(photo, height, width)
-        out[photo] = (image.numpy(), official_depth(official, image).numpy())
-    return out
+def references(aspect: Aspect, photos: tuple[str, ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(input, official FP32 depth) per photo: the official maps validate@ASPECT saved."""
+    maps_file = paths.depth_maps(aspect.name)
+    try:
+        maps = np.load(maps_file)
+    except FileNotFoundError:
+        raise GpuError(f"{maps_file} is missing: run `dvc repro validate@{aspect.name}` first") from None
+    with maps:
+        missing = [p for p in photos if f"{p}.official" not in maps.files]
+        if missing:
+            raise GpuError(f"{maps_file} has no official depth map of {missing} (validation.gpu_photos must be "
+                           f"among validation.photos); run `dvc repro validate@{aspect.name}`")
+        return {p: (load_photo_array(p, aspect.height, aspect.width), maps[f"{p}.official"]) for p in photos}
 
 
 def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
@@ -104,6 +107,6 @@ def gpu_check(aspect: Aspect, validation: ValidationParams) -> tuple[dict, dict[
     if validation.gpu == "skip":
         return {**head, "checked": False, "reason": "validation.gpu is 'skip' in params.yaml", "passed": True,
                 "failures": []}, {}
-    refs = references(validation.photos, aspect.height, aspect.width)
+    refs = references(aspect, validation.gpu_photos)
     record, depths = run_on_gpu(shipped, refs, validation.gpu_min_pearson, validation.gpu_max_mean_rel)
     return {**head, **record}, depths

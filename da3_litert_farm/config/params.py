@@ -59,6 +59,7 @@ class ValidationParams:
     gpu_min_pearson: float
     gpu_max_mean_rel: float
     photos: tuple[str, ...]
+    gpu_photos: tuple[str, ...]  # a subset of photos: the GPU stage compares against validate's maps
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,11 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
         raise ParamsError(str(exc)) from None
     _check_tensor_plan(raw["max_tensor_mib"], aspects)
     v, c = raw["validation"], raw["catalog"]
+    photos = tuple(v.get("photos", PHOTOS))
+    gpu_photos = tuple(v.get("gpu_photos", photos))
+    if missing := [p for p in gpu_photos if p not in photos]:
+        raise ParamsError(f"validation.gpu_photos: {missing} not in validation.photos {list(photos)}: the GPU stage "
+                          f"compares with the official depth maps validate@ASPECT saves for validation.photos")
     return Params(
         checkpoint=_checkpoint(raw["checkpoint"], base_dir, checkpoint_files),
         long_side=raw["long_side"],
@@ -123,7 +129,8 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
             gpu=v["gpu"],
             gpu_min_pearson=float(v["gpu_min_pearson"]),
             gpu_max_mean_rel=float(v["gpu_max_mean_rel"]),
-            photos=tuple(v.get("photos", PHOTOS)),
+            photos=photos,
+            gpu_photos=gpu_photos,
         ),
         catalog=CatalogParams(c["name"], c["version"]),
     )
@@ -153,8 +160,12 @@ def constants_schema() -> dict:
             "photos": {"type": "array", "items": {"$ref": "#/$defs/photo"}, "minItems": MIN_PHOTOS,
                        "uniqueItems": True,
                        "description": f"a list of at least {MIN_PHOTOS} distinct photos from {list(PHOTOS)}"},
+            "gpu_photos": {"type": "array", "items": {"$ref": "#/$defs/photo"}, "minItems": 1, "uniqueItems": True,
+                           "description": "a list of at least 1 distinct photo from validation.photos"},
             "photo_scores": {"type": "object", "propertyNames": {"$ref": "#/$defs/photo"},
                              "minProperties": MIN_PHOTOS, "additionalProperties": {"type": "number"}},
+            "gpu_photo_scores": {"type": "object", "propertyNames": {"$ref": "#/$defs/photo"},
+                                 "minProperties": 1, "additionalProperties": {"type": "number"}},
         },
     }
 

@@ -38,8 +38,13 @@ def normalize(rgb: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
 
 
+def load_photo_array(name: str, height: int, width: int) -> np.ndarray:
+    """A bundled photo, preprocessed exactly as the shipped model expects: float32 [1, 3, H, W]."""
+    return normalize(cover_and_center_crop(load_photo(name), height, width))
+
+
 def load_photo_tensor(name: str, height: int, width: int):
-    """A bundled photo, preprocessed exactly as the shipped model expects, as a torch tensor."""
+    """`load_photo_array` as a torch tensor."""
     import torch
 
-    return torch.from_numpy(normalize(cover_and_center_crop(load_photo(name), height, width)))
+    return torch.from_numpy(load_photo_array(name, height, width))

@@ -94,6 +94,7 @@ def render_photos(record: dict, images: Path) -> list[dict]:
     gpu = record["gpu"]
     maps = load_maps(paths.depth_maps(name)) | load_maps(paths.gpu_depth(name), ".gpu")
     rows = []
+    cpu_only = "not in validation.gpu_photos" if gpu["checked"] else "the GPU check was skipped"
     for photo, cpu_figures in record["metrics"]["fidelity"]["photos"].items():
         official = as_plane(maps[f"{photo}.official"])
         on_gpu = f"{photo}.gpu" in maps
@@ -108,7 +109,7 @@ def render_photos(record: dict, images: Path) -> list[dict]:
         for kind, rgb in pictures.items():
             write_png(images / files[kind], rgb)
         rows.append({"photo": photo, "files": files, "depth": depth, "error": err, "figures": figures,
-                     "where": "GPU accelerator, FP16" if on_gpu else "CPU (XNNPACK): the GPU check was skipped"})
+                     "where": "GPU accelerator, FP16" if on_gpu else f"CPU (XNNPACK): {cpu_only}"})
     return rows
 
 

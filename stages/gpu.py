@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"gpu {aspect.name}: {aspect.shape} on {record['adapter']['name']} ({record['adapter']['type']}), "
           f"fully accelerated, {record['precision']}: pearson >= {record['pearson_min']:.7f} "
           f"(1-r {1 - record['pearson_min']:.1e}), mean rel error <= {record['mean_rel_max']:.1e}, "
-          f"{len(record['photos'])} photos, {record['seconds']:.1f} s")
+          f"{len(record['photos'])} photo{'s' if len(record['photos']) > 1 else ''} "
+          f"({', '.join(record['photos'])}), {record['seconds']:.1f} s")
     return 0
 
 

@@ -7,6 +7,8 @@ Mesa's software Vulkan driver on a machine without a GPU.
 import glob
 import json
 import re
+import threading
+import time
 import sys
 
 import numpy as np
@@ -150,5 +152,19 @@ def test_a_graph_with_gather_nd_is_not_fully_accelerated_and_fails(stress_net, t
 
 
 def test_idle_wait_returns_soon_when_nothing_runs():
-    waited = wait_until_cpu_idle(interval=0.2)
-    assert 0.3 < waited < 5
+    started = time.monotonic()
+    assert wait_until_cpu_idle(interval=0.2) < 0.2  # quiet from the first interval on
+    assert 0.4 <= time.monotonic() - started < 5  # two quiet intervals make sure
+
+
+def test_idle_wait_measures_how_long_the_process_stayed_busy():
+    def spin(seconds: float) -> None:
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+
+    worker = threading.Thread(target=spin, args=(1.5,))
+    worker.start()
+    busy = wait_until_cpu_idle(interval=0.2)
+    worker.join()
+    assert 1.2 < busy < 2.2, busy

@@ -14,7 +14,11 @@ the machine. Per setting it prints and records:
 - with --perf, where the process's CPU time went during the second inference (perf's samples by
   library; `[JIT]` is the shader code the software driver generated);
 - per photo, 1 - r and the mean relative error against the official depth that validate@A saved,
-  so a faster setting can be checked to compute the same FP16 result.
+  so a faster setting can be checked to compute the same FP16 result;
+- the whole graph's throughput (its multiply-accumulates, from lint.json, per second of queue);
+- with --ops, the same for graphs of one op at this aspect's token count (the ViT's MLP matmul
+  and its attention scores), since neither ML Drift nor lavapipe reports time per kernel: if one
+  op alone runs at the whole graph's rate, the time is the driver's arithmetic, not a slow op.
 """
 
 from __future__ import annotations
@@ -96,7 +100,55 @@ def shares_by_library(report: str) -> dict[str, float]:
     return shares
 
 
-def measure(aspect: str, photos: tuple[str, ...], use_perf: bool) -> dict:
+def op_graphs(tokens: int) -> dict[str, tuple[bytes, int]]:
+    """One-op graphs at this token count: name -> (.tflite bytes, multiply-accumulates per run)."""
+    import numpy as np
+    from ai_edge_litert import schema_py_generated as s
+
+    from da3_litert_farm.core.gpu_memory import HEADS, MLP_HIDDEN
+    from da3_litert_farm.gpu.gpu_runtime import one_op_model_bytes
+
+    width, head_dim = 384, 384 // HEADS
+    rng = np.random.default_rng(0)
+    fc = s.FullyConnectedOptionsT()
+    fc.keepNumDims = True
+    return {
+        f"FULLY_CONNECTED [{tokens}, {width}] x [{width}, {MLP_HIDDEN}] (MLP)": (
+            one_op_model_bytes("FULLY_CONNECTED", (1, tokens, width), (1, tokens, MLP_HIDDEN),
+                               ("FullyConnectedOptions", fc), 0.05 * rng.standard_normal((MLP_HIDDEN, width))),
+            tokens * width * MLP_HIDDEN),
+        f"BATCH_MATMUL [{HEADS}, {tokens}, {head_dim}] x [{HEADS}, {head_dim}, {tokens}] (attention scores)": (
+            one_op_model_bytes("BATCH_MATMUL", (HEADS, tokens, head_dim), (HEADS, tokens, tokens),
+                               ("BatchMatMulOptions", s.BatchMatMulOptionsT()),
+                               0.05 * rng.standard_normal((HEADS, head_dim, tokens))),
+            HEADS * tokens * head_dim * tokens),
+    }
+
+
+def measure_ops(tokens: int, repeats: int = 5) -> list[dict]:
+    """Each one-op graph run `repeats` times (the queue's busy time has a 1 s grain): GMAC/s."""
+    import numpy as np
+
+    from da3_litert_farm.gpu.gpu_runtime import GpuModel
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (data, macs) in op_graphs(tokens).items():
+            path = Path(tmp) / "op.tflite"
+            path.write_bytes(data)
+            model = GpuModel(path)
+            x = np.random.default_rng(1).standard_normal(model.input_shape).astype(np.float32)
+            busy = 0.0
+            for _ in range(repeats):
+                model(x)
+                busy += model.last_run["queue_s"]
+            rows.append({"op": name, "gmac": round(macs * repeats / 1e9, 2), "queue_s": round(busy, 2),
+                         "gmac_per_s": round(macs * repeats / 1e9 / max(busy, 1e-9), 2),
+                         "fully_accelerated": model.fully_accelerated})
+    return rows
+
+
+def measure(aspect: str, photos: tuple[str, ...], use_perf: bool, ops: bool = False) -> dict:
     """The child: one fresh process, one setting (its environment)."""
     import numpy as np
 
@@ -128,17 +180,25 @@ def measure(aspect: str, photos: tuple[str, ...], use_perf: bool) -> dict:
                 photo=photo, **{k: round(v, 2) for k, v in model.last_run.items()},
                 one_minus_r=1 - figures["pearson"], mean_rel_error=figures["mean_rel_error"],
                 cpu_share_by_library=perf_shares(profiler, Path(tmp) / "perf.data")))
+    lint = json.loads(paths.lint_report(aspect).read_text())
+    later = record["inferences"][1:] or record["inferences"]
+    record["graph"] = {"gmac": round(lint["macs"] / 1e9, 2), "gmac_per_s": round(
+        lint["macs"] / 1e9 / (sum(x["queue_s"] for x in later) / len(later)), 2)}
+    if ops:
+        from da3_litert_farm.core.gpu_memory import plan_tensors
+
+        record["ops"] = measure_ops(plan_tensors(target.height, target.width, 1 << 40).tokens)
     return record
 
 
-def run_setting(setting: str, aspect: str, photos: int, use_perf: bool) -> dict:
+def run_setting(setting: str, aspect: str, photos: int, use_perf: bool, ops: bool = False) -> dict:
     """Run `measure` in a fresh process with the setting's environment variables."""
     name, _, assignments = setting.partition(":")
     env = dict(os.environ)
     variables = dict(a.split("=", 1) for a in assignments.split(",") if a)
     env.update(variables)
     cmd = [sys.executable, "-m", "da3_litert_farm.dev.bench_gpu", aspect, "--child", "--photos", str(photos),
-           *(["--perf"] if use_perf else [])]
+           *(["--perf"] if use_perf else []), *(["--ops"] if ops else [])]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"bench_gpu {name}: the measuring process failed:\n{proc.stderr[-3000:]}")
@@ -157,6 +217,8 @@ def summary_rows(results: list[dict]) -> list[dict]:
             "first inference s": runs[0]["seconds"],
             "later inference s": round(sum(x["seconds"] for x in later) / len(later), 2),
             "read-back s": max(x["read_s"] for x in runs),
+            "graph GMAC/s": r["graph"]["gmac_per_s"],
+            **{f"{op['op'].split(' (')[-1].rstrip(')')} GMAC/s": op["gmac_per_s"] for op in r.get("ops", [])},
             "core busy (later)": " / ".join(f"{c:.2f}" for c in later[-1]["core_busy"]),
             "1 - r (worst)": max(x["one_minus_r"] for x in runs),
             "mean rel (worst)": max(x["mean_rel_error"] for x in runs),
@@ -169,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("aspect")
     parser.add_argument("--photos", type=int, default=3, help="how many validation photos to run (default 3)")
     parser.add_argument("--perf", action="store_true", help="sample the second inference with perf")
+    parser.add_argument("--ops", action="store_true", help="also time one-op graphs (MLP matmul, attention scores)")
     parser.add_argument("--setting", action="append", default=[], metavar="NAME:VAR=VALUE,...",
                         help="an environment to measure (repeatable); default: the environment as it is")
     parser.add_argument("--json", type=Path, help="write every figure to this file")
@@ -179,18 +242,22 @@ def main(argv: list[str] | None = None) -> int:
 
     photos = load_params(checkpoint_files=False).validation.photos[: args.photos]
     if args.child:
-        print(json.dumps(measure(args.aspect, photos, args.perf)))
+        print(json.dumps(measure(args.aspect, photos, args.perf, args.ops)))
         return 0
-    results = [run_setting(s, args.aspect, args.photos, args.perf) for s in args.setting or [DEFAULT_SETTING]]
+    results = [run_setting(s, args.aspect, args.photos, args.perf, args.ops) for s in args.setting or [DEFAULT_SETTING]]
     for r in results:
         print(f"{r['setting']} {r['environment'] or ''}: adapter {r['setup']['adapter']}")
         print(f"  set-up {r['setup']['seconds']:.2f} s, compile {r['compile']['seconds']:.2f} s "
               f"(fully accelerated: {r['compile']['fully_accelerated']})")
         for x in r["inferences"]:
             print(f"  {x['photo']}: {x['seconds']:.2f} s = submit {x['submit_s']:.2f} + queue {x['queue_s']:.2f} "
-                  f"+ read {x['read_s']:.2f}; cores busy {x['core_busy']}; 1 - r {x['one_minus_r']:.3e}, "
+                  f"+ idle check {x['idle_wait_s']:.2f} + read {x['read_s']:.2f}; cores busy {x['core_busy']}; "
+                  f"1 - r {x['one_minus_r']:.3e}, "
                   f"mean rel {x['mean_rel_error']:.3e}"
                   + (f"; CPU time by library {x['cpu_share_by_library']}" if x["cpu_share_by_library"] else ""))
+        print(f"  whole graph: {r['graph']['gmac']} GMAC at {r['graph']['gmac_per_s']} GMAC/s (later inferences' queue)")
+        for op in r.get("ops", []):
+            print(f"  one op, {op['op']}: {op['gmac']} GMAC in {op['queue_s']} s of queue = {op['gmac_per_s']} GMAC/s")
     if args.json:
         fileio.write_json(args.json, results)
     if args.record:

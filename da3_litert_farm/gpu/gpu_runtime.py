@@ -147,15 +147,15 @@ class GpuModel:
         self._inputs[0].write(image)
         self._model.run_by_index(self._index, self._inputs, self._outputs)
         submitted = time.perf_counter()
-        wait_until_cpu_idle()
+        busy = wait_until_cpu_idle()
         drained = time.perf_counter()
         try:
             outs = [buffer.read(int(np.prod(shape)), np.float32)
                     for buffer, shape in zip(self._outputs, self.output_shapes)]
             # Where one run's time went (da3_litert_farm.dev.bench_gpu): writing the input and
-            # submitting, the queue draining, reading the outputs back.
-            self.last_run = {"submit_s": submitted - started, "queue_s": drained - submitted,
-                             "read_s": time.perf_counter() - drained}
+            # submitting, the queue's work, making sure it is done, reading the outputs back.
+            self.last_run = {"submit_s": submitted - started, "queue_s": busy,
+                             "idle_wait_s": drained - submitted - busy, "read_s": time.perf_counter() - drained}
         except Exception as exc:
             self._used = None
             raise GpuError(
@@ -174,30 +174,39 @@ def wait_until_cpu_idle(interval: float = 1.0, idle_cores: float = 0.1, idle_sam
     runtime waits at most 120 s for that (measured: every failing read ends at 120.4 s, with
     "Failed to lock custom tensor buffer", and the buffer stays locked). On lavapipe the
     queue runs on this process's threads at about 2 cores: one inference at 896x504 takes
-    about 200 s on 2 cores, so a read issued right away times out. Reading once the queue has
+    80-130 s on 2 cores, so a read issued right away times out. Reading once the queue has
     drained returns at once (measured: 0.0 s after 195 s of GPU work). On a hardware GPU the
     CPU is idle from the start, this returns after `idle_samples` intervals, and the read
-    waits for the GPU as usual. Returns the seconds waited.
+    waits for the GPU as usual.
+
+    Returns the seconds until the process went quiet (the queue's work, to within one
+    `interval`); the call itself lasts `idle_samples` intervals longer, to be sure.
     """
     started = time.monotonic()
-    quiet = 0
+    quiet, quiet_since = 0, started
     last_cpu, last = time.process_time(), started
     while quiet < idle_samples and time.monotonic() - started < ceiling:
         time.sleep(interval)
         cpu, now = time.process_time(), time.monotonic()
-        quiet = quiet + 1 if (cpu - last_cpu) / (now - last) < idle_cores else 0
+        if (cpu - last_cpu) / (now - last) < idle_cores:
+            quiet, quiet_since = quiet + 1, quiet_since if quiet else last
+        else:
+            quiet = 0
         last_cpu, last = cpu, now
-    return time.monotonic() - started
+    return quiet_since - started if quiet >= idle_samples else time.monotonic() - started
 
 
-def probe_model_bytes() -> bytes:
-    """A minimal GPU graph (y = x + x on [1, 8, 8, 4]), built from the flatbuffer schema."""
+def one_op_model_bytes(op: str, x_shape: tuple[int, ...], y_shape: tuple[int, ...],
+                       options: tuple[str, object] | None = None, constant: np.ndarray | None = None) -> bytes:
+    """A .tflite of one float32 op: y = op(x, x), or y = op(x, constant); built from the flatbuffer schema.
+
+    `op` is a BuiltinOperator name, `options` (BuiltinOptions name, its options object)."""
     from ai_edge_litert import schema_py_generated as s
     from ai_edge_litert.tools import flatbuffer_utils
 
-    def tensor(name: str, buffer: int) -> s.TensorT:
+    def tensor(name: str, shape: tuple[int, ...], buffer: int) -> s.TensorT:
         t = s.TensorT()
-        t.name, t.shape, t.type, t.buffer = name, [1, 8, 8, 4], s.TensorType.FLOAT32, buffer
+        t.name, t.shape, t.type, t.buffer = name, list(shape), s.TensorType.FLOAT32, buffer
         return t
 
     def tensor_map(name: str, index: int) -> s.TensorMapT:
@@ -206,20 +215,35 @@ def probe_model_bytes() -> bytes:
         return m
 
     code = s.OperatorCodeT()
-    code.builtinCode = code.deprecatedBuiltinCode = s.BuiltinOperator.ADD
-    op = s.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 0], [1]
-    op.builtinOptionsType, op.builtinOptions = s.BuiltinOptions.AddOptions, s.AddOptionsT()
+    code.builtinCode = code.deprecatedBuiltinCode = getattr(s.BuiltinOperator, op)
     graph = s.SubGraphT()
-    graph.tensors, graph.inputs, graph.outputs, graph.operators = [tensor("x", 1), tensor("y", 2)], [0], [1], [op]
+    graph.tensors = [tensor("x", x_shape, 1), tensor("y", y_shape, 2)]
+    buffers = [s.BufferT() for _ in range(3)]
+    second = 0
+    if constant is not None:
+        graph.tensors.append(tensor("w", constant.shape, 3))
+        buffers.append(s.BufferT())
+        buffers[3].data = np.frombuffer(np.ascontiguousarray(constant, np.float32).tobytes(), np.uint8)
+        second = 2
+    operator = s.OperatorT()
+    operator.opcodeIndex, operator.inputs, operator.outputs = 0, [0, second], [1]
+    if options is not None:
+        operator.builtinOptionsType, operator.builtinOptions = getattr(s.BuiltinOptions, options[0]), options[1]
+    graph.inputs, graph.outputs, graph.operators = [0], [1], [operator]
     signature = s.SignatureDefT()
     signature.signatureKey, signature.subgraphIndex = "serving_default", 0
     signature.inputs, signature.outputs = [tensor_map("x", 0)], [tensor_map("y", 1)]
     model = s.ModelT()
-    model.version, model.description = 3, "gpu probe"
-    model.operatorCodes, model.subgraphs, model.signatureDefs = [code], [graph], [signature]
-    model.buffers = [s.BufferT() for _ in range(3)]
+    model.version, model.description = 3, f"one {op}"
+    model.operatorCodes, model.subgraphs, model.signatureDefs, model.buffers = [code], [graph], [signature], buffers
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def probe_model_bytes() -> bytes:
+    """A minimal GPU graph: y = x + x on [1, 8, 8, 4]."""
+    from ai_edge_litert import schema_py_generated as s
+
+    return one_op_model_bytes("ADD", (1, 8, 8, 4), (1, 8, 8, 4), ("AddOptions", s.AddOptionsT()))
 
 
 def probe() -> tuple[Adapter | None, str]:

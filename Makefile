@@ -13,14 +13,14 @@ export DVC_NO_ANALYTICS := 1
 # sorts above plain 2.13.0). Empty (the default): the configured index alone.
 TORCH_INDEX ?=
 
-.PHONY: farm report test bench bench-gpu bench-build bench-install publish gpu-adapter browser clean-venv
+.PHONY: farm report test bench bench-gpu bench-build bench-install publish remote gpu-adapter browser ssh-server clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(None if sys.version_info[:2] == (3, 11) else "the farm needs Python 3.11, $(PYTHON) is %d.%d: run make PYTHON=python3.11" % sys.version_info[:2])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e '.[farm,dev]'
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e '.[farm,dev,s3,ssh]'
 	# The official model code, without its declared deps (xformers, open3d, CUDA torch).
 	$(BIN)/python -m pip install --quiet --no-deps depth-anything-3==0.1.1
 	touch $(STAMP)
@@ -46,13 +46,22 @@ farm: $(STAMP)
 report: farm browser
 	$(BIN)/python -m da3_litert_farm.report.report_check
 
-test: gpu-adapter browser
+# The SSH remote tests start their own sshd on a loopback port: OpenSSH's server (root, apt).
+ssh-server: $(STAMP)
+	$(BIN)/python -m da3_litert_farm.dev.sshd_setup
+
+test: gpu-adapter browser ssh-server
 	$(BIN)/python -m pytest
 
 # make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped;
 # ARGS=--allow-stress  one built from stress weights (a dry run: everything then says so)
 publish: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.ops.publish $(ARGS)
+
+# The DVC remote publish pushes to and app builds pull from (.dvc/config, committed): shown, or
+# pointed elsewhere with URL=s3://BUCKET/FOLDER [ENDPOINT=https://...] or URL=ssh://USER@HOST/FOLDER.
+remote: $(STAMP)
+	$(BIN)/python -m da3_litert_farm.ops.remote $(URL) $(if $(ENDPOINT),--endpoint $(ENDPOINT))
 
 # make bench ARGS=--compare-upsamplers  also times each upsampler (other flags: python -m da3_litert_farm.dev.bench -h)
 bench: $(STAMP)

@@ -12,14 +12,18 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
+from da3_litert_farm.client.remote import ANSWER_TIMEOUT_S, CONNECT_TIMEOUT_S
 from da3_litert_farm.core.fileio import sha256_file
 from da3_litert_farm.report.report_check import check_report
 from tests.farm_repo import Farm, repo_files
+from tests.remote_servers import S3, SSH, free_port, s3_server, silent_server, ssh_server
 
 REPO = Path(__file__).resolve().parents[1]
 FARM_BIN = Path(sys.executable).parent / "farm"
@@ -191,7 +195,7 @@ def app_clone(published):
 def test_pull_by_camera_from_a_clone(app_clone, tmp_path, camera, aspect, shape):
     app, env = app_clone
     target = tmp_path / "assets"
-    out = farm_cli("pull", "--repo", app, "--version", "0.1.0", "--camera", camera, "--out", target, env=env, cwd=tmp_path)
+    out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--camera", camera, "--out", target, env=env, cwd=tmp_path)
     assert f"-> {aspect} " in out
     model = target / f"da3-small-litert-{aspect}-{shape[0]}x{shape[1]}-fp16.tflite"
     side = json.loads((target / f"{model.name}.json").read_text())
@@ -213,7 +217,7 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
     app, env = app_clone
     _, farm = published
     target = tmp_path / "assets"
-    out = farm_cli("pull", "--repo", app, "--version", "0.1.0", "--bundle", "--out", target, env=env, cwd=tmp_path)
+    out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--bundle", "--out", target, env=env, cwd=tmp_path)
     assert "bundle of 16x9, 3x4, 9x16" in out and "WARNING: STRESS WEIGHTS" in out  # signatures in name order
     bundle = target / "da3-small-litert-bundle-fp16.tflite"
     side = json.loads((target / f"{bundle.name}.json").read_text())
@@ -230,7 +234,7 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
 
     for m in catalog["models"]:  # each signature against its own file of the same version, pulled alone
         single = tmp_path / "single" / m["aspect"]
-        farm_cli("pull", "--repo", app, "--version", "0.1.0", "--aspect", m["aspect"], "--out", single, env=env,
+        farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--aspect", m["aspect"], "--out", single, env=env,
                  cwd=tmp_path)
         (path,) = single.glob("*.tflite")
         image = normalize(cover_and_center_crop(load_photo("coffee"), m["height"], m["width"]))
@@ -241,7 +245,7 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
 
 def test_pull_by_aspect_and_version(app_clone, tmp_path):
     app, env = app_clone
-    farm_cli("pull", "--repo", app, "--version", "0.2.0", "--aspect", "16x9", "--out", tmp_path, env=env, cwd=tmp_path)
+    farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.2.0", "--aspect", "16x9", "--out", tmp_path, env=env, cwd=tmp_path)
     assert (tmp_path / "da3-small-litert-16x9-84x140-fp16.tflite").is_file()
 
 
@@ -260,23 +264,23 @@ def test_pull_rejects_a_tampered_file_without_touching_the_target(published, tmp
     stored.chmod(0o644)
     stored.write_bytes(original[:-16] + bytes(16))
     try:
-        out = farm_cli("pull", "--repo", app, "--version", "0.1.0", "--aspect", "3x4", "--out", target,
+        out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--aspect", "3x4", "--out", target,
                        env=farm.env, cwd=tmp_path, ok=False)
     finally:
         stored.write_bytes(original)
     assert "sha256 mismatch" in out and "left untouched" in out
-    assert listing(target) == before
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".farm-pull")]
+    assert listing(target) == before  # the staging folder inside it is gone too
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["assets"]
 
 
 def test_pull_errors_leave_target_untouched(published, app_clone, tmp_path):
     root, farm = published
     app, env = app_clone
     target = tmp_path / "app" / "src" / "assets"  # none of it exists: a failed pull creates nothing
-    out = farm_cli("pull", "--repo", app, "--version", "9.9.9", "--aspect", "9x16", "--out", target,
+    out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "9.9.9", "--aspect", "9x16", "--out", target,
                    env=env, cwd=tmp_path, ok=False)
     assert "catalog version '9.9.9' is not published" in out and "published: 0.1.0, 0.2.0" in out
-    out = farm_cli("pull", "--repo", app, "--version", "0.1.0", "--aspect", "1x1", "--out", target,
+    out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--aspect", "1x1", "--out", target,
                    env=env, cwd=tmp_path, ok=False)
     assert "aspect '1x1' is not in catalog 0.1.0; available: ['16x9', '3x4', '9x16']" in out
     remote = root / "da3-farm-remote"
@@ -284,7 +288,7 @@ def test_pull_errors_leave_target_untouched(published, app_clone, tmp_path):
     run("git", "clone", "-q", farm.root, fresh, cwd=root, env=env)
     remote.rename(root / "remote-away")
     try:
-        out = farm_cli("pull", "--repo", fresh, "--version", "0.1.0", "--aspect", "9x16", "--out", target,
+        out = farm_cli("pull", "--allow-stress", "--repo", fresh, "--version", "0.1.0", "--aspect", "9x16", "--out", target,
                        env=env, cwd=tmp_path, ok=False)
     finally:
         (root / "remote-away").rename(remote)
@@ -311,8 +315,24 @@ def test_select_explains_the_choice(app_clone, tmp_path):
     assert "camera 1080x2400" in out and "-> 9x16" in out
     assert "WARNING: STRESS WEIGHTS: built from seeded random weights" in out
     help_text = farm_cli("--help", env=env, cwd=tmp_path)
-    assert "crops the least" in help_text and "1080x1024" in help_text and "Ties go to the model" in help_text
+    words = " ".join(help_text.split())
+    assert "crops the least" in words and "Ties go to the model" in words
+    assert "W x H is the frame as it is fed to the model, after rotation" in words
     assert "--camera WxH" in farm_cli("pull", "--help", env=env, cwd=tmp_path)
+    # A sensor size passed unrotated: the pick, and what the portrait frame would get.
+    out = farm_cli("select", "--repo", app, "--version", "0.1.0", "--camera", "4032x3024", env=env, cwd=tmp_path)
+    assert "-> 16x9" in out and "4032x3024 (landscape) gets 16x9 (HxW 70x112); if your app feeds the frame " \
+                                "portrait, pass 3024x4032: it gets 3x4 (HxW 112x84)" in out
+
+
+def test_pull_refuses_a_stress_catalog_unless_allowed(app_clone, tmp_path):
+    app, env = app_clone
+    target = tmp_path / "assets"
+    out = farm_cli("pull", "--repo", app, "--version", "0.1.0", "--aspect", "9x16", "--out", target, env=env,
+                   cwd=tmp_path, ok=False)
+    assert "catalog 0.1.0 was built from stress weights: its models compute noise, not depth; nothing was " \
+           "downloaded" in out and "--allow-stress" in out
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_pull_places_model_and_sidecar_so_no_reader_pairs_them_wrongly(tmp_path, monkeypatch):
@@ -430,27 +450,56 @@ def _oldest_python() -> str:
     return found[min(found)] if found else sys.executable
 
 
-def test_the_client_alone_pulls_in_a_fresh_venv(published, tmp_path):
+@dataclass
+class Client:
+    """A fresh venv with the client installed from the repository's files, as an app build makes one."""
+    venv: Path
+    source: Path
+    env: dict
+
+    def pip_install(self, *specs: str) -> None:
+        run(self.venv / "bin" / "python", "-m", "pip", "install", "--quiet", *specs, cwd=self.venv, env=self.env)
+
+    def farm(self, *args, env: dict | None = None, ok=True, echo=False) -> str:
+        out = run(self.venv / "bin" / "farm", *args, cwd=self.venv.parent, env={**self.env, **(env or {})}, ok=ok)
+        if echo:  # what an app build's log shows (pytest -s)
+            print(f"\n$ farm {' '.join(map(str, args[:1]))} ... {' '.join(map(str, args[-2:]))}\n{out.strip()}")
+        return out
+
+
+def new_client(workdir: Path, env: dict, python: str, extra: str = "") -> Client:
+    source = workdir / "farm-src"  # what `pip install git+<repo>` builds from: the repo's files
+    if not source.exists():
+        for f in repo_files():
+            (source / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, source / f)
+    venv = workdir / f"client-venv{extra.replace('[', '-').rstrip(']')}"
+    run(python, "-m", "venv", venv, cwd=workdir, env=env)
+    env = {k: v for k, v in env.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    client = Client(venv, source, env)
+    client.pip_install(f"{source}{extra}")  # with its extra in one go (docs/publishing.md says why)
+    return client
+
+
+@pytest.fixture(scope="module")
+def plain_client(published, tmp_path_factory) -> Client:
+    """The client alone (no extra), on the oldest Python here."""
+    return new_client(tmp_path_factory.mktemp("client"), published[1].env, _oldest_python())
+
+
+def test_the_client_alone_pulls_in_a_fresh_venv(published, plain_client, tmp_path):
     """`pip install <farm repo>` gives the client: no torch, no converter, no JAX, on the oldest Python here."""
     root, farm = published
-    source = tmp_path / "farm-src"  # what `pip install git+<repo>` builds from: the repo's files
-    for f in repo_files():
-        (source / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / f, source / f)
-    python = _oldest_python()
-    venv = tmp_path / "client-venv"
-    run(python, "-m", "venv", venv, cwd=tmp_path, env=farm.env)
-    env = {k: v for k, v in farm.env.items() if k != "VIRTUAL_ENV"}
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"
-    run(venv / "bin" / "python", "-m", "pip", "install", "--quiet", source, cwd=tmp_path, env=env)
+    venv, env = plain_client.venv, plain_client.env
     installed = run(venv / "bin" / "python", "-m", "pip", "list", "--format=freeze", cwd=tmp_path, env=env).lower()
-    for heavy in ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "jax", "jaxlib"):
+    for heavy in ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "jax", "jaxlib", "dvc-s3", "dvc-ssh"):
         assert f"\n{heavy}==" not in f"\n{installed}", f"{heavy} came with the client"
     site = next((venv / "lib").glob("python3.*/site-packages"))
     assert (site / "da3_litert_farm").is_dir() and not (site / "stages").exists()
 
     target = tmp_path / "app" / "assets"
-    out = run(venv / "bin" / "farm", "pull", "--repo", farm.root, "--version", "0.1.0", "--camera", "1080x1920",
+    out = run(venv / "bin" / "farm", "pull", "--allow-stress", "--repo", farm.root, "--version", "0.1.0", "--camera", "1080x1920",
               "--out", target, cwd=tmp_path, env=env)
     assert "-> 9x16" in out and "WARNING: STRESS WEIGHTS" in out
     model = target / "da3-small-litert-9x16-112x70-fp16.tflite"
@@ -459,3 +508,161 @@ def test_the_client_alone_pulls_in_a_fresh_venv(published, tmp_path):
     assert sha256_file(model) == expected == json.loads((target / f"{model.name}.json").read_text())["sha256"]
     assert "python 3." in run(venv / "bin" / "python", "-c", "import sys; print('python', sys.version)",
                               cwd=tmp_path, env=env).lower()
+
+
+# ---- real remotes: an S3-compatible server and an SSH server on 127.0.0.1, started by these tests ----
+
+@dataclass
+class Remotes:
+    farm: Farm
+    s3: S3
+    ssh: SSH
+    published: dict[str, str]  # version -> what publish printed
+
+
+@pytest.fixture(scope="module")
+def remotes(published, tmp_path_factory):
+    """The published farm, cloned (its DVC cache shared), its committed remote pointed at a real S3 server for
+    0.5.0-rc.2 and 0.5.0-rc.10, then at a real SSH server for 0.5.0. Beside the default, .dvc/config also names
+    remotes that fail the ways an app build can meet (`farm pull --remote NAME`)."""
+    _, origin = published
+    work = tmp_path_factory.mktemp("remotes")
+    with s3_server(work) as s3, ssh_server(work) as ssh, silent_server() as silent:
+        farm = Farm(work / "farm")
+        run("git", "clone", "-q", origin.root, farm.root, cwd=work, env=origin.env)
+        farm.git("remote", "remove", "origin")  # publish pushes tags to origin: keep them here
+        farm.git("config", "user.email", "t@t")
+        farm.git("config", "user.name", "t")
+        farm.env.update(s3.credentials(), HOME=str(ssh.home))  # where DVC finds credentials, never the repo
+        farm.dvc("config", "--local", "cache.dir", str(origin.root / ".dvc" / "cache"))
+        farm.dvc("config", "--local", "cache.type", "hardlink,symlink")
+        farm.dvc("checkout", "-q")
+
+        def remote(*args: str) -> str:
+            return farm.run("-m", "da3_litert_farm.ops.remote", *args)
+
+        for name, url, endpoint in (
+                ("no-bucket", "s3://no-such-bucket/da3", s3.endpoint),
+                ("hung-s3", f"s3://{s3.bucket}/da3", f"http://127.0.0.1:{silent}"),
+                ("hung-ssh", f"ssh://{ssh.user}@127.0.0.1:{silent}/srv/da3", None),
+                ("closed-ssh", f"ssh://{ssh.user}@127.0.0.1:{free_port()}/srv/da3", None)):
+            farm.dvc("remote", "add", name, url)
+            if endpoint:
+                farm.dvc("remote", "modify", name, "endpointurl", endpoint)
+
+        def release(version: str) -> str:
+            doc = farm.params
+            doc["catalog"]["version"] = version
+            farm.set_params(doc)
+            farm.repro()
+            farm.commit(f"catalog {version}")
+            return farm.run("-m", "da3_litert_farm.ops.publish", *ALLOW)
+
+        shown = remote(f"s3://{s3.bucket}/da3", "--endpoint", s3.endpoint)
+        assert f"remote 'storage' (.dvc/config): s3://{s3.bucket}/da3, endpoint {s3.endpoint}" in shown
+        out = {v: release(v) for v in ("0.5.0-rc.2", "0.5.0-rc.10")}
+        remote(ssh.url(work / "ssh-remote"))
+        out["0.5.0"] = release("0.5.0")
+        yield Remotes(farm, s3, ssh, out)
+
+
+def catalog_at(farm: Farm, version: str) -> dict:
+    return json.loads(farm.git("show", f"catalog/v{version}:artifacts/catalog.json"))
+
+
+def test_publish_takes_prereleases_in_semver_order(remotes, tmp_path):
+    assert "published da3-small-litert 0.5.0-rc.10 as catalog/v0.5.0-rc.10" in remotes.published["0.5.0-rc.10"]
+    assert "only this machine can pull" not in remotes.published["0.5.0"]  # S3 and SSH are shared remotes
+    versions = farm_cli("versions", "--repo", remotes.farm.root, env=remotes.farm.env, cwd=tmp_path).split()
+    assert versions[-3:] == ["0.5.0-rc.2", "0.5.0-rc.10", "0.5.0"]
+
+
+def test_the_remote_is_committed_and_holds_no_credential(remotes):
+    farm = remotes.farm
+    config = farm.git("show", "catalog/v0.5.0-rc.10:.dvc/config")
+    assert f"url = s3://{remotes.s3.bucket}/da3" in config and f"endpointurl = {remotes.s3.endpoint}" in config
+    assert "url = ssh://" in farm.git("show", "catalog/v0.5.0:.dvc/config")
+    for secret in (remotes.s3.secret, remotes.s3.key_id):
+        proc = subprocess.run(["git", "grep", "-q", secret, *farm.git("tag").split()], cwd=farm.root)
+        assert proc.returncode == 1, "a credential reached the repository"  # 1: no match anywhere
+
+
+def test_a_fresh_client_pulls_from_s3_with_the_s3_extra(remotes, plain_client, published, tmp_path):
+    target = tmp_path / "app" / "assets"
+    pull = ("pull", "--allow-stress", "--repo", str(remotes.farm.root), "--version", "0.5.0-rc.10", "--out", str(target))
+    creds = {**remotes.s3.credentials(), "HOME": str(tmp_path)}
+    out = plain_client.farm(*pull, "--camera", "1080x1920", env=creds, ok=False, echo=True)
+    assert "needs DVC's s3 plugin, which this install lacks: pip install \"da3-litert-farm[s3]\"" in out
+    assert not (tmp_path / "app").exists()
+
+    client = new_client(tmp_path, published[1].env, sys.executable, "[s3]")  # as the message says, in one go
+    started = time.monotonic()
+    out = client.farm(*pull, "--camera", "1080x1920", env=creds)
+    print(f"\nfarm pull from the S3 server: {time.monotonic() - started:.1f} s")  # a figure for the record (-s)
+    assert "-> 9x16" in out
+    (model,) = target.glob("*.tflite")
+    catalogued = {m["aspect"]: m["sha256"] for m in catalog_at(remotes.farm, "0.5.0-rc.10")["models"]}
+    assert sha256_file(model) == catalogued["9x16"]
+    sidecar = (target / f"{model.name}.json").read_text()
+    assert remotes.s3.secret not in sidecar and remotes.s3.key_id not in sidecar
+    assert sorted(p.name for p in target.iterdir()) == sorted([model.name, f"{model.name}.json"])  # no staging left
+
+    elsewhere = tmp_path / "elsewhere" / "assets"
+    failing = ("pull", "--allow-stress", "--repo", str(remotes.farm.root), "--version", "0.5.0-rc.10", "--aspect",
+               "3x4", "--out", str(elsewhere))
+    out = client.farm(*failing, env={**creds, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}, ok=False, echo=True)
+    assert "remote 'storage'" in out and "refused the credentials (PermissionError: Forbidden)" in out
+    no_creds = {k: v for k, v in creds.items() if not k.startswith("AWS_")}
+    assert "no credentials for the DVC remote 'storage'" in client.farm(*failing, env=no_creds, ok=False, echo=True)
+    out = client.farm(*failing, "--remote", "no-bucket", env=creds, ok=False, echo=True)
+    assert "names bucket 'no-such-bucket', which does not exist on that endpoint" in out
+    started = time.monotonic()
+    out = client.farm(*failing, "--remote", "hung-s3", env=creds, ok=False, echo=True)
+    assert "no answer from the DVC remote 'hung-s3'" in out and f"in {ANSWER_TIMEOUT_S} s" in out
+    assert time.monotonic() - started < ANSWER_TIMEOUT_S + 30  # bounded, whatever the plugin's retries
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_fresh_client_with_the_ssh_extra_pulls_over_ssh(remotes, published, tmp_path):
+    client = new_client(tmp_path, published[1].env, sys.executable, "[ssh]")
+    target = tmp_path / "app" / "assets"
+    pull = ("pull", "--allow-stress", "--repo", str(remotes.farm.root), "--version", "0.5.0", "--aspect", "3x4",
+            "--out", str(target))
+    started = time.monotonic()
+    out = client.farm(*pull, env={"HOME": str(remotes.ssh.home)})  # the key in ~/.ssh, as on a build machine
+    print(f"\nfarm pull from the SSH server: {time.monotonic() - started:.1f} s")  # a figure for the record (-s)
+    assert "aspect 3x4 requested" in out
+    (model,) = target.glob("*.tflite")
+    assert sha256_file(model) == {m["aspect"]: m["sha256"] for m in catalog_at(remotes.farm, "0.5.0")["models"]}["3x4"]
+
+    elsewhere = tmp_path / "elsewhere"
+    failing = (*pull[:-1], str(elsewhere))
+    keyless = tmp_path / "keyless-home"
+    (keyless / ".ssh").mkdir(parents=True)
+    shutil.copy(remotes.ssh.home / ".ssh" / "known_hosts", keyless / ".ssh")
+    out = client.farm(*failing, env={"HOME": str(keyless)}, ok=False, echo=True)
+    assert "the DVC remote 'storage' (ssh://" in out and "refused the credentials (PermissionError: Permission denied" in out
+    started = time.monotonic()
+    out = client.farm(*failing, "--remote", "hung-ssh", env={"HOME": str(remotes.ssh.home)}, ok=False, echo=True)
+    assert "no answer from the DVC remote 'hung-ssh'" in out and f"within {CONNECT_TIMEOUT_S} s" in out
+    assert time.monotonic() - started < CONNECT_TIMEOUT_S + 30
+    out = client.farm(*failing, "--remote", "closed-ssh", env={"HOME": str(remotes.ssh.home)}, ok=False, echo=True)
+    assert "cannot reach the DVC remote 'closed-ssh'" in out and "ConnectionRefusedError" in out
+    assert not elsewhere.exists()
+
+
+def test_show_lists_what_a_published_version_holds(remotes, tmp_path):
+    farm = remotes.farm
+    catalog = catalog_at(farm, "0.5.0")
+    text = farm_cli("show", "--repo", farm.root, "--version", "0.5.0", env=farm.env, cwd=tmp_path)
+    assert text.startswith("da3-small-litert 0.5.0 (created ")
+    assert "weights: stress: seeded random weights (seed 0)" in text and "WARNING: STRESS WEIGHTS" in text
+    for m in catalog["models"]:
+        row = next(line for line in text.splitlines() if line.startswith(f"{m['aspect']} "))
+        assert f"{m['height']}x{m['width']}" in row and m["sha256"][:12] in row and f"{m['bytes'] / 1e6:.2f}" in row
+        assert f"{1 - m['fidelity']['pearson_min']:.1e}" in row and "not checked" in row  # this farm skips the GPU
+    assert catalog["bundle"]["sha256"][:12] in text and "litert-torch " + catalog["tools"]["litert-torch"] in text
+    shown = json.loads(farm_cli("show", "--repo", farm.root, "--version", "0.5.0", "--json", env=farm.env,
+                                cwd=tmp_path))
+    assert [(r["aspect"], r["sha256"]) for r in shown["models"]] == [(m["aspect"], m["sha256"]) for m in catalog["models"]]
+    assert shown["weights"]["kind"] == "stress" and shown["tools"] == catalog["tools"]

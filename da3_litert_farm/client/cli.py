@@ -1,32 +1,42 @@
 """`farm`: fetch the right model for an app build from a published catalog version.
 
   farm versions --repo R
+  farm show     --repo R --version V [--json]
   farm select   --repo R --version V (--aspect NAME | --camera WxH)
-  farm pull     --repo R --version V (--aspect NAME | --camera WxH | --bundle) --out DIR
+  farm pull     --repo R --version V (--aspect NAME | --camera WxH | --bundle) --out DIR [--allow-stress]
   farm diff     --repo R A B
 
 R is the farm's git repository (a path or a git URL); V a published catalog version
-(git tag catalog/vV). `pull` downloads the model through DVC from the repository's
-remote, checks its sha256 against that version's catalog, and only then writes the
-.tflite and a JSON sidecar (input shape, layout, preprocessing, output meaning, the
-model's sha256) into DIR. Any failure leaves DIR untouched and creates nothing. The old
-sidecar goes first and the new one comes last, so a sidecar always describes the model
-beside it; an interrupted pull leaves a model with no sidecar (rerun it).
+(git tag catalog/vV). `pull` downloads the model through DVC from the remote committed in
+the repository at that tag, checks its sha256 against that version's catalog, and only then
+writes the .tflite and a JSON sidecar (input shape, layout, preprocessing, output meaning,
+the model's sha256) into DIR. It stages in a hidden folder inside DIR (so a build step that
+may write only its declared output folder works); any failure removes that folder and
+leaves DIR as it was (a DIR that did not exist is not left behind). The old sidecar goes
+first and the new one comes last, so a sidecar always describes the model beside it; an
+interrupted pull leaves a model with no sidecar (rerun it).
 
-Choosing by camera (--camera WxH, e.g. 1080x1920 for a portrait phone): the catalogued
-aspect whose width/height ratio is closest to the camera's, measured in log space (so
-9:16 and 16:9 are equally far from 1:1): the model that crops the least of the frame.
-Orientation counts only through the ratio: a nearly square landscape camera (1080x1024)
-gets the portrait 3x4 model rather than 16x9, because it crops less. Ties go to the model
-with more pixels, then to the aspect name. The choice and its ratio error are printed.
+Remotes: a local folder needs nothing more; S3 needs `pip install "da3-litert-farm[s3]"` and
+credentials from the usual places (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE,
+~/.aws); SSH needs `pip install "da3-litert-farm[ssh]"` and a key in ~/.ssh or an SSH agent.
+Nothing the client writes holds a credential.
+
+Choosing by camera (--camera WxH): W x H is the frame as it is fed to the model, after
+rotation. A phone sensor reports landscape sizes (4032x3024); a portrait app rotates the
+frame and must pass 3024x4032. The pick is the catalogued aspect whose width/height ratio is
+closest to the frame's, in log space (so 9:16 and 16:9 are equally far from 1:1): the model
+that crops the least. Ties go to the model with more pixels, then to the aspect name. The
+choice and its ratio error are printed and, where the catalog holds the other orientation
+too, what the rotated frame would get.
 
 `pull --bundle` writes the version's bundle instead: one .tflite holding every aspect, a
 signature per aspect (signature key = aspect name), the weights stored once; its sidecar lists
 each signature's input shape and preprocessing. The app picks the signature at run time the
 way `select` picks a model (da3_litert_farm.core.aspects.closest_aspect), and `select` names it.
 
-A catalog built from stress weights (a dry run of the farm) is flagged STRESS WEIGHTS by
-`select`, `pull` and every sidecar.
+A catalog built from stress weights (a dry run of the farm: its models compute noise) is
+flagged STRESS WEIGHTS by `show`, `select` and every sidecar, and `pull` refuses it unless
+given --allow-stress.
 """
 
 from __future__ import annotations
@@ -35,11 +45,13 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
+from da3_litert_farm.client.remote import RemoteError, download, dvc_url, missing_plugin
+from da3_litert_farm.client.show import format_summary, summary
 from da3_litert_farm.core import fileio
 from da3_litert_farm.core.aspects import Aspect, Shape, closest_aspect
 from da3_litert_farm.core.releases import GitError, published_versions, stress_warning, tag_for
@@ -69,9 +81,10 @@ def read_catalog(repo: str, version: str) -> dict:
                         f"published: {', '.join(known) or 'none'}")
     api, dvc_error = _dvc_api()
     try:
-        return json.loads(api.read("artifacts/catalog.json", repo=repo, rev=tag_for(version)))
+        return json.loads(api.read("artifacts/catalog.json", repo=dvc_url(repo), rev=tag_for(version)))
     except (dvc_error, OSError, ValueError) as exc:
-        raise PullError(f"cannot read the catalog of {version} from {repo}: {exc}") from None
+        reason = missing_plugin(str(exc), repo, tag_for(version)) or str(exc)
+        raise PullError(f"cannot read the catalog of {version} from {repo}: {reason}") from None
 
 
 def parse_camera(text: str) -> tuple[int, int]:
@@ -91,16 +104,42 @@ def choose(catalog: dict, aspect: str | None, camera: tuple[int, int] | None) ->
         if aspect not in models:
             raise PullError(f"aspect {aspect!r} is not in catalog {catalog['version']}; available: {sorted(models)}")
         return models[aspect], f"aspect {aspect} requested"
-    aspects = [Aspect(m["aspect"], m["ratio"], Shape(m["height"], m["width"])) for m in catalog["models"]]
-    best, why = closest_aspect(aspects, *camera)
-    return models[best.name], why
+    best, why = closest_aspect(_aspects(catalog), *camera)
+    note = orientation_note(catalog, camera)
+    return models[best.name], why + (f"\n{note}" if note else "")
+
+
+def _aspects(catalog: dict) -> list[Aspect]:
+    return [Aspect(m["aspect"], m["ratio"], Shape(m["height"], m["width"])) for m in catalog["models"]]
+
+
+def orientation_note(catalog: dict, camera: tuple[int, int]) -> str | None:
+    """Where the rotated frame would get another model: say both, so a sensor size passed
+    unrotated (4032x3024 for a portrait app) is caught in the build log."""
+    width, height = camera
+    pick, _ = closest_aspect(_aspects(catalog), width, height)
+    rotated, _ = closest_aspect(_aspects(catalog), height, width)
+    if pick.name == rotated.name:
+        return None
+    this, other = ("landscape", "portrait") if width > height else ("portrait", "landscape")
+    return (f"orientation: --camera is the frame as fed to the model, after rotation. {width}x{height} ({this}) "
+            f"gets {pick.name} (HxW {pick.shape}); if your app feeds the frame {other}, pass {height}x{width}: "
+            f"it gets {rotated.name} (HxW {rotated.shape})")
+
+
+def public_repo(repo: str) -> str:
+    """The repository as a sidecar may record it: a URL's user and password dropped."""
+    parts = urlsplit(repo)
+    if parts.scheme and "@" in parts.netloc:
+        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return repo
 
 
 def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str) -> dict:
     return {
         "sidecar_version": SIDECAR_VERSION,
         "model_file": model_file,
-        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": repo,
+        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": public_repo(repo),
                     "tag": tag_for(catalog["version"])},
         "aspect": entry["aspect"],
         "ratio": entry["ratio"],
@@ -127,7 +166,7 @@ def bundle_sidecar(catalog: dict, repo: str, model_file: str) -> dict:
     return {
         "sidecar_version": SIDECAR_VERSION,
         "model_file": model_file,
-        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": repo,
+        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": public_repo(repo),
                     "tag": tag_for(catalog["version"])},
         "kind": "bundle",
         "sha256": bundle["sha256"],
@@ -152,10 +191,14 @@ def bundle_file_name(catalog: dict) -> str:
 
 
 def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
-         remote: str | None = None, bundle: bool = False) -> tuple[Path, str]:
+         remote: str | None = None, bundle: bool = False, allow_stress: bool = False) -> tuple[Path, str]:
     """Download, verify, then place the model (or the bundle) and its sidecar in `out`.
     Returns (model path, reason)."""
     catalog = read_catalog(repo, version)
+    if stress_warning(catalog) and not allow_stress:
+        raise PullError(f"catalog {version} was built from stress weights: its models compute noise, not depth; "
+                        f"nothing was downloaded. Pull a catalog built from a trained checkpoint, or pass "
+                        f"--allow-stress for a dry run of the app's plumbing (the sidecar then says STRESS WEIGHTS)")
     if bundle:
         if "bundle" not in catalog:
             raise PullError(f"catalog {version} has no bundle (made before the farm built one); pull one aspect")
@@ -166,27 +209,42 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
         entry, reason = choose(catalog, aspect, camera)
         name = model_file_name(catalog, entry)
         document = sidecar(catalog, entry, repo, reason, name)
-    api, dvc_error = _dvc_api()
-    # Staged beside the target, on the same filesystem, so that placing is renaming; `out`
-    # and its missing parents are created only once everything is verified.
-    with tempfile.TemporaryDirectory(prefix=".farm-pull.", dir=_nearest_dir(out)) as staging:
-        staged = Path(staging) / name
-        try:
-            with api.open(entry["file"], repo=repo, rev=tag_for(version), remote=remote, mode="rb") as src, \
-                    open(staged, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-        except (dvc_error, OSError) as exc:
-            raise PullError(f"cannot download {entry['file']} of catalog {version} from the DVC remote of "
-                            f"{repo}: {exc}") from None
-        digest = fileio.sha256_file(staged)
-        if digest != entry["sha256"]:
-            raise PullError(f"sha256 mismatch for {entry['file']} (catalog {version}): downloaded {digest}, "
-                            f"catalog says {entry['sha256']}; the remote copy is corrupt or tampered. "
-                            f"{out} was left untouched")
-        staged_sidecar = Path(staging) / f"{name}.json"
-        fileio.write_json(staged_sidecar, document)
-        place(staged, staged_sidecar, out)
+    # Staged in a hidden folder inside `out`: a sandboxed build step may write only there, and
+    # placing is then a rename on the same filesystem. `out` is removed again on failure if
+    # this pull created it.
+    created = _missing_folders(out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix=".farm-pull.", dir=out) as staging:
+            staged = Path(staging) / name
+            try:
+                download(entry["file"], repo, tag_for(version), remote, staged)
+            except RemoteError as exc:
+                raise PullError(f"cannot download {entry['file']} of catalog {version}: {exc}") from None
+            digest = fileio.sha256_file(staged)
+            if digest != entry["sha256"]:
+                raise PullError(f"sha256 mismatch for {entry['file']} (catalog {version}): downloaded {digest}, "
+                                f"catalog says {entry['sha256']}; the remote copy is corrupt or tampered. "
+                                f"{out} was left untouched")
+            staged_sidecar = Path(staging) / f"{name}.json"
+            fileio.write_json(staged_sidecar, document)
+            place(staged, staged_sidecar, out)
+    except BaseException:
+        for folder in created:  # deepest first; each is empty again once staging is gone
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     return out / name, reason
+
+
+def _missing_folders(out: Path) -> list[Path]:
+    """`out` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for folder in (out.absolute(), *out.absolute().parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing
 
 
 def place(model: Path, model_sidecar: Path, out: Path) -> None:
@@ -195,16 +253,10 @@ def place(model: Path, model_sidecar: Path, out: Path) -> None:
     Each step is one atomic rename: the old sidecar goes, the model is replaced, the new
     sidecar arrives. In between, the model has no sidecar, never another version's.
     """
-    out.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         os.remove(out / model_sidecar.name)
     os.replace(model, out / model.name)
     os.replace(model_sidecar, out / model_sidecar.name)
-
-
-def _nearest_dir(out: Path) -> Path:
-    """`out`'s parent, or its nearest ancestor that exists."""
-    return next(p for p in (out.absolute().parent, *out.absolute().parents) if p.is_dir())
 
 
 def diff(repo: str, old: str, new: str) -> list[dict]:
@@ -283,16 +335,23 @@ def build_parser() -> argparse.ArgumentParser:
             which = p.add_mutually_exclusive_group(required=True)
             which.add_argument("--aspect", help="catalogued aspect name, e.g. 9x16")
             which.add_argument("--camera", type=parse_camera, metavar="WxH",
-                               help="camera frame size in pixels, e.g. 1080x1920 (portrait): picks the closest ratio")
+                               help="the frame as it is fed to the model, after rotation, in pixels: 1080x1920 for "
+                                    "a portrait app (a sensor reports 1920x1080); picks the closest ratio")
             return which
 
     common(sub.add_parser("versions", help="list published catalog versions"), pick=False)
+    p = sub.add_parser("show", help="a version's models: shapes, sizes, sha256, CPU and GPU fidelity, weights, tools")
+    common(p, pick=False)
+    p.add_argument("--version", required=True, help="published catalog version, e.g. 0.1.0")
+    p.add_argument("--json", action="store_true")
     common(sub.add_parser("select", help="print which model a camera or aspect gets"))
     p = sub.add_parser("pull", help="download and verify a model (or the bundle), write it with its sidecar")
     common(p).add_argument("--bundle", action="store_true",
                            help="the bundle: every aspect in one file, a signature per aspect")
     p.add_argument("--out", required=True, type=Path, help="target directory (created if missing)")
     p.add_argument("--remote", help="DVC remote name to download from (default: the repository's default)")
+    p.add_argument("--allow-stress", action="store_true",
+                   help="pull a catalog built from stress weights (noise; for dry runs of an app's plumbing)")
     p = sub.add_parser("diff", help="what changed between two catalog versions")
     common(p, pick=False)
     p.add_argument("old")
@@ -311,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "versions":
             print("\n".join(published_versions(args.repo)) or "no published versions")
+        elif args.command == "show":
+            shown = summary(read_catalog(args.repo, args.version))
+            print(json.dumps(shown, indent=2) if args.json else format_summary(shown))
         elif args.command == "select":
             catalog = read_catalog(args.repo, args.version)
             entry, reason = choose(catalog, args.aspect, args.camera)
@@ -321,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             _warn(stress_warning(catalog))
         elif args.command == "pull":
             path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote,
-                                args.bundle)
+                                args.bundle, args.allow_stress)
             print(f"{reason}\nwrote {path} (sha256 verified) and {path.name}.json")
             _warn(json.loads(Path(f"{path}.json").read_text()).get("warning"))
         elif args.command == "diff":

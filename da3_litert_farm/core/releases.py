@@ -41,8 +41,13 @@ def artifact_name(catalog: dict, aspect: str) -> str:
 
 
 def version_key(version: str) -> tuple:
+    """Semantic-version precedence (semver.org, item 11): 1.0.0-rc.2 < 1.0.0-rc.10 < 1.0.0.
+
+    A release sorts after its prereleases; prerelease identifiers compare one by one, numbers
+    as numbers and below words, and a longer list wins when the shorter is its prefix."""
     core, _, pre = version.partition("-")
-    return (*(int(p) for p in core.split(".")), pre == "", pre)
+    identifiers = tuple((0, int(i), "") if i.isdigit() else (1, 0, i) for i in pre.split(".")) if pre else ()
+    return (*(int(p) for p in core.split(".")), not pre, identifiers)
 
 
 def published_versions(repo: str = ".") -> list[str]:

@@ -1,8 +1,8 @@
 """Benchmark what installing the farm's repository costs an app build machine: the light client
-(`pip install <repo>`) against the full farm (`pip install <repo>[farm]`, which is what the
-plain install used to bring).
+(`pip install <repo>`, and with the plugin of an S3 or SSH remote: `<repo>[s3]`, `<repo>[ssh]`)
+against the full farm (`pip install <repo>[farm]`, which is what the plain install used to bring).
 
-    python -m da3_litert_farm.dev.bench_install [--python python3.9] [--only client|farm] [--record NAME]
+    python -m da3_litert_farm.dev.bench_install [--python python3.9] [--only VARIANT] [--record NAME]
 
 Each install goes into a fresh venv from a copy of the repository's files (what pip builds
 from a git URL), with pip's download cache as it is on this machine. Prints the wall time,
@@ -23,7 +23,8 @@ from pathlib import Path
 from da3_litert_farm.dev import figures
 
 REPO = Path(__file__).resolve().parents[2]
-VARIANTS = {"client": "", "farm": "[farm]"}
+# The client alone, with each remote's plugin (what an app build installs), and the whole farm.
+VARIANTS = {"client": "", "client[s3]": "[s3]", "client[ssh]": "[ssh]", "farm": "[farm]"}
 
 
 def repo_copy(dst: Path) -> Path:
@@ -41,7 +42,7 @@ def du_mb(path: Path) -> float:
 
 
 def measure(python: str, variant: str, work: Path) -> dict:
-    venv = work / f"venv-{variant}"
+    venv = work / f"venv-{variant.replace('[', '-').rstrip(']')}"
     subprocess.run([python, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     started = time.perf_counter()
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         for variant in [args.only] if args.only else list(VARIANTS):
             r = measure(args.python, variant, work)
             results.append(r)
-            print(f"{r['variant']:<7} python {r['python']:<8} install {r['seconds']:6.1f} s   venv {r['mb']:7.0f} MB   "
+            print(f"{r['variant']:<11} python {r['python']:<8} install {r['seconds']:6.1f} s   venv {r['mb']:7.0f} MB   "
                   f"{r['dists']} distributions", flush=True)
     if args.record:
         path = figures.record(args.record, figure_rows(results),

@@ -147,7 +147,9 @@ def test_report_shows_what_the_stages_measured(farm):
                     scale = depth_scale(as_plane(maps[f"{photo}.official"]))
                 shown = np.asarray(Image.open(report / "images" / aspect / f"{photo}-shipped.png"))
                 assert np.array_equal(shown, colorize(as_plane(gpu_maps[photo]), scale))
-    assert page.count("shipped .tflite on the GPU accelerator, FP16") == 2 * 3
+    on_gpu = sum(len(m["gpu"]["photos"]) for m in catalog["models"])  # validation.gpu_photos per aspect
+    assert page.count("shipped .tflite on the GPU accelerator, FP16") == on_gpu
+    assert page.count("shipped .tflite on the CPU (XNNPACK): not in validation.gpu_photos") == 2 * 3 - on_gpu
     assert "STRESS WEIGHTS" not in page  # local weights: no banner
     plots = json.loads((farm.root / "artifacts/plots.json").read_text())
     assert [row["aspect"] for row in plots] == ["a", "b"]  # one row per aspect, in catalog order

@@ -69,19 +69,20 @@ def dvc_url(repo: str) -> str:
 
 
 def remote_of(repo: str, rev: str, name: str | None) -> tuple[str, str]:
-    """(name, URL) of the DVC remote committed in `repo` at `rev`: `name`, or the default."""
-    from dvc.repo import Repo
-
-    with Repo.open(dvc_url(repo), rev=rev, subrepos=False, uninitialized=True) as dvc_repo:
-        config = dvc_repo.config
-        name = name or config["core"].get("remote")
-        remotes = config.get("remote", {})
+    """(name, URL as written) of the DVC remote committed in `repo` at `rev`: `name`, or the default."""
+    config = configparser.ConfigParser()
+    try:
+        config.read_string(_committed_config(repo, rev))
+    except (configparser.Error, OSError, subprocess.SubprocessError) as exc:
+        raise RemoteError(f"cannot read .dvc/config of {repo} at {rev}: {exc}") from None
+    remotes = {m[1]: section for section in config.sections() if (m := re.fullmatch(r"'remote \"(.+)\"'", section))}
+    name = name or config.get("core", "remote", fallback=None)
     if not name:
         raise RemoteError(f"{repo} at {rev} has no default DVC remote (.dvc/config core.remote); the farm's "
                           f"maintainers must commit one before publishing")
     if name not in remotes:
         raise RemoteError(f"{repo} at {rev} has no DVC remote {name!r}; it has {sorted(remotes)}")
-    return name, remotes[name]["url"]
+    return name, config.get(remotes[name], "url")
 
 
 def scheme(url: str) -> str:
@@ -97,12 +98,16 @@ def download(path: str, repo: str, rev: str, remote: str | None, dest: Path) -> 
     name, url = remote_of(repo, rev, remote)
     kind = scheme(url)
     where = f"DVC remote {name!r} ({url})"
+    overrides = dict(TIMEOUTS.get(kind, {}))
+    if kind == "local" and Path(repo).is_dir() and not Path(url).is_absolute():
+        # Written relative to the repository's .dvc folder; DVC opens the tag in a clone elsewhere.
+        overrides["url"] = str((Path(repo).resolve() / ".dvc" / url).resolve())
     received, failure = [0], []
 
     def copy() -> None:
         try:
             with dvc.api.open(path, repo=dvc_url(repo), rev=rev, remote=name, mode="rb",
-                              remote_config=TIMEOUTS.get(kind)) as src, open(dest, "wb") as dst:
+                              remote_config=overrides or None) as src, open(dest, "wb") as dst:
                 while chunk := src.read(1 << 20):
                     dst.write(chunk)
                     received[0] += len(chunk)

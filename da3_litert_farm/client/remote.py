@@ -127,10 +127,13 @@ def download(path: str, repo: str, rev: str, remote: str | None, dest: Path) -> 
     if not failure:
         return
     exc = failure[0]
-    if isinstance(exc, RemoteMissingDepsError):
-        extra = EXTRAS.get(exc.protocol)
-        fix = f'pip install "da3-litert-farm[{extra}]"' if extra else f'pip install "dvc[{exc.protocol}]"'
-        raise RemoteError(f"the {where} needs DVC's {exc.protocol} plugin, which this install lacks: {fix}")
+    # DVC says a plugin is missing in two ways: this error, or an ImportError "s3 is supported, but requires 'dvc-s3'".
+    unsupported = re.match(r"(\w+) is supported, but requires 'dvc-", str(exc)) if isinstance(exc, ImportError) else None
+    if isinstance(exc, RemoteMissingDepsError) or unsupported:
+        protocol = exc.protocol if isinstance(exc, RemoteMissingDepsError) else unsupported[1]
+        extra = EXTRAS.get(protocol)
+        fix = f'pip install "da3-litert-farm[{extra}]"' if extra else f'pip install "dvc[{protocol}]"'
+        raise RemoteError(f"the {where} needs DVC's {protocol} plugin, which this install lacks: {fix}")
     if type(exc).__name__ == "PathMissingError" and kind == "s3" and not _bucket_exists(repo, rev, name, url):
         raise RemoteError(f"the {where} names bucket {urlsplit(url).netloc!r}, which does not exist on that "
                           f"endpoint: the remote committed at {rev} is wrong, or the bucket was deleted")

@@ -155,13 +155,13 @@ def measure(aspect: str, photos: tuple[str, ...], use_perf: bool, ops: bool = Fa
     from da3_litert_farm.checks.agreement import compare
     from da3_litert_farm.config.params import load_params
     from da3_litert_farm.gpu.gpu_runtime import GpuModel, probe
-    from da3_litert_farm.model.photo_input import cover_and_center_crop, load_photo, normalize
+    from da3_litert_farm.model.photo_input import load_photo_array
 
     target = load_params(checkpoint_files=False).aspect(aspect)
     model_file = paths.fp16_model(aspect)
     with np.load(paths.depth_maps(aspect)) as maps:
         official = {p: maps[f"{p}.official"] for p in photos}
-    inputs = {p: normalize(cover_and_center_crop(load_photo(p), target.height, target.width)) for p in photos}
+    inputs = {p: load_photo_array(p, target.height, target.width) for p in photos}
     record = {"aspect": aspect, "shape": [target.height, target.width], "sha256": fileio.sha256_file(model_file)}
     with Phase() as setup:
         adapter, problem = probe()

@@ -31,7 +31,8 @@ import yaml
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import BUNDLE
 from da3_litert_farm.ops.catalog import validate_catalog
-from da3_litert_farm.ops.remote import committed_remote, kind_of
+from da3_litert_farm.client.remote import scheme
+from da3_litert_farm.ops.remote import committed_remote
 from da3_litert_farm.config.params import ParamsError, load_params
 from da3_litert_farm.core.releases import (GitError, artifact_name, git, model_tag, published_versions, stress_warning,
                                       tag_for, version_key)
@@ -223,7 +224,7 @@ def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_
                f"as {tag}: {len(catalog['models'])} models" + (" and their bundle" if "bundle" in catalog else ""))
     if stress_warning(catalog):
         summary += " (STRESS WEIGHTS: --allow-stress)"
-    if not remote and kind_of(committed_remote()[1]) == "local":
+    if not remote and scheme(committed_remote()[1]) == "local":
         summary += (f" to a folder on this machine ({committed_remote()[1]}): only this machine can pull it; "
                     "`make remote URL=...` points the committed remote at S3 or SSH")
     if "origin" in git("remote").split():

@@ -18,6 +18,7 @@ import importlib.util
 import sys
 from urllib.parse import urlsplit
 
+from da3_litert_farm.client.remote import scheme
 from da3_litert_farm.core.releases import GitError
 
 REMOTE = "storage"  # the name .dvc/config gives the default remote
@@ -28,18 +29,13 @@ class RemoteConfigError(RuntimeError):
     pass
 
 
-def kind_of(url: str) -> str:
-    scheme = urlsplit(url).scheme
-    return scheme if len(scheme) > 1 else "local"
-
-
 def check_url(url: str) -> str:
     """The URL's kind; refuse credentials in it and kinds the farm does not install a plugin for."""
     parts = urlsplit(url)
     if parts.password is not None:
         raise RemoteConfigError(f"{url!r} holds a password: credentials never go in the repository; DVC reads them "
                                 "from the environment, an AWS profile, ~/.ssh or an SSH agent")
-    kind = kind_of(url)
+    kind = scheme(url)
     if kind not in ("local", *PLUGINS):
         raise RemoteConfigError(f"remote kind {kind!r} is not one the farm tests; use s3://, ssh:// or a folder")
     if kind == "s3" and not parts.netloc:
@@ -80,7 +76,7 @@ def local_override(name: str) -> str | None:
 
 def describe() -> str:
     name, url, options = committed_remote()
-    kind = kind_of(url)
+    kind = scheme(url)
     lines = [f"remote {name!r} (.dvc/config): {url}" + (f", endpoint {options['endpointurl']}"
                                                         if "endpointurl" in options else "")]
     if kind == "local":
@@ -100,7 +96,7 @@ def point(url: str, endpoint: str | None) -> str:
     if endpoint and kind != "s3":
         raise RemoteConfigError("ENDPOINT is for S3-compatible servers only")
     name, old_url, options = committed_remote()
-    if kind_of(old_url) != kind:  # the old kind's options (an S3 endpoint) would make DVC refuse the new URL
+    if scheme(old_url) != kind:  # the old kind's options (an S3 endpoint) would make DVC refuse the new URL
         for option in options:
             dvc("remote", "modify", name, "--unset", option)
     dvc("remote", "modify", name, "url", url)

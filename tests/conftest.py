@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import copy
 import logging
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,6 +32,42 @@ SMALL = (126, 224)  # H x W: 9 x 16 patches, landscape
 # stream that is closed afterwards, so a later record (from DVC, say) kills the run.
 # A root handler installed up front makes basicConfig a no-op; pytest still captures logs.
 logging.getLogger().addHandler(logging.NullHandler())
+
+
+# The modules that build whole farms (DVC caches, remotes, clones, venvs) and the most they hold
+# in the temp folder at once during a full run (measured: README.md, Development).
+FARM_MODULES = ("test_build.py", "test_farm_e2e.py", "test_publish_pull.py", "test_bundle.py")
+FARM_PEAK_GB = 10
+
+
+def pytest_collection_finish(session):
+    """Refuse to start farm-building tests on a disk that cannot hold them: a full disk fails a
+    DVC stage half-way through with ENOSPC, far from its cause, after many minutes."""
+    if not any(item.path.name in FARM_MODULES for item in session.items):
+        return
+    folder = tempfile.gettempdir()
+    free_gb = shutil.disk_usage(folder).free / 1e9
+    if free_gb < FARM_PEAK_GB:
+        pytest.exit(f"the farm-building tests ({', '.join(FARM_MODULES)}) hold up to {FARM_PEAK_GB} GB in "
+                    f"{folder} at once, which has {free_gb:.1f} GB free: free some space there or point "
+                    "TMPDIR at a roomier disk", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+@pytest.fixture(scope="module")
+def module_dir(tmp_path_factory, request) -> Iterator[Callable[[str], Path]]:
+    """`tmp_path_factory.mktemp` for a module's shared builds, removed when the module is done:
+    a farm with its DVC cache is GBs, and a full run would otherwise keep them all to the end.
+    Kept if a test failed, like a failing test's tmp_path (pyproject.toml: retention "failed")."""
+    made: list[Path] = []
+
+    def make(name: str) -> Path:
+        made.append(tmp_path_factory.mktemp(name))
+        return made[-1]
+
+    yield make
+    if not request.session.testsfailed:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

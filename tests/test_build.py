@@ -31,8 +31,8 @@ LINE = re.compile(r"build: (\w+) on \S+ \(pid \d+\): ran (.+?); convert ([\d.]+)
 
 
 @pytest.fixture(scope="module")
-def farm(tmp_path_factory, stress_net) -> Farm:
-    return new_farm(tmp_path_factory.mktemp("parallel"), stress_net, SMALL_ASPECTS)
+def farm(module_dir, stress_net) -> Farm:
+    return new_farm(module_dir("parallel"), stress_net, SMALL_ASPECTS)
 
 
 def build(farm: Farm, *args: str, expect_ok: bool = True) -> tuple[dict[str, dict], str]:

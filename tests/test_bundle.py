@@ -44,9 +44,9 @@ def convert(net, shape, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def singles(tmp_path_factory, stress_net, small_tflite):
+def singles(module_dir, stress_net, small_tflite):
     """Three shipped files: landscape and portrait from one checkpoint, portrait from another."""
-    out = tmp_path_factory.mktemp("bundle")
+    out = module_dir("bundle")
     return {"land": small_tflite[1],
             "port": convert(stress_net, PORTRAIT, out / "port.tflite"),
             "other": convert(stress_model(seed=1), PORTRAIT, out / "other.tflite")}

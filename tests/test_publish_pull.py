@@ -49,9 +49,9 @@ ALLOW = ("--allow-unchecked-gpu", "--allow-stress")
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory):
+def published(module_dir):
     """A stress-weights farm with versions 0.1.0 and 0.2.0 (16x9 rebuilt at another shape) published."""
-    root = tmp_path_factory.mktemp("publish")
+    root = module_dir("publish")
     farm = Farm(root / "farm")
     for f in repo_files():
         (farm.root / f).parent.mkdir(parents=True, exist_ok=True)
@@ -483,9 +483,9 @@ def new_client(workdir: Path, env: dict, python: str, extra: str = "") -> Client
 
 
 @pytest.fixture(scope="module")
-def plain_client(published, tmp_path_factory) -> Client:
+def plain_client(published, module_dir) -> Client:
     """The client alone (no extra), on the oldest Python here."""
-    return new_client(tmp_path_factory.mktemp("client"), published[1].env, _oldest_python())
+    return new_client(module_dir("client"), published[1].env, _oldest_python())
 
 
 def test_the_client_alone_pulls_in_a_fresh_venv(published, plain_client, tmp_path):
@@ -521,12 +521,12 @@ class Remotes:
 
 
 @pytest.fixture(scope="module")
-def remotes(published, tmp_path_factory):
+def remotes(published, module_dir):
     """The published farm, cloned (its DVC cache shared), its committed remote pointed at a real S3 server for
     0.5.0-rc.2 and 0.5.0-rc.10, then at a real SSH server for 0.5.0. Beside the default, .dvc/config also names
     remotes that fail the ways an app build can meet (`farm pull --remote NAME`)."""
     _, origin = published
-    work = tmp_path_factory.mktemp("remotes")
+    work = module_dir("remotes")
     with s3_server(work) as s3, ssh_server(work) as ssh, silent_server() as silent:
         farm = Farm(work / "farm")
         run("git", "clone", "-q", origin.root, farm.root, cwd=work, env=origin.env)

@@ -6,10 +6,13 @@ Mesa's software Vulkan driver on a machine without a GPU.
 
 import glob
 import json
+import os
 import re
+import subprocess
 import threading
 import time
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -149,6 +152,47 @@ def test_a_graph_with_gather_nd_is_not_fully_accelerated_and_fails(stress_net, t
     assert "GATHER_ND" in record["rejected_ops"]
     assert any(f.startswith("not fully accelerated: ops the GPU delegate rejected run on the CPU (")
                and "GATHER_ND" in f for f in record["failures"]), record["failures"]
+
+
+# SwiftShader, the software Vulkan driver inside Debian's chromium (`make test` installs it for the report's check).
+SWIFTSHADER_ICD = Path("/usr/lib/chromium/vk_swiftshader_icd.json")
+ON_SWIFTSHADER = """
+import json, sys
+import numpy as np
+from da3_litert_farm.checks.gpu import run_on_gpu
+from da3_litert_farm.gpu.gpu_runtime import GpuModel, probe_model_bytes
+from pathlib import Path
+
+probe = Path(sys.argv[3])
+probe.write_bytes(probe_model_bytes())
+x = np.linspace(-3, 3, 256, dtype=np.float32).reshape(1, 8, 8, 4)
+exact = bool(np.array_equal(GpuModel(probe)(x), 2 * x))
+with np.load(sys.argv[2]) as saved:
+    refs = {p: (saved[p + ".image"], saved[p + ".depth"]) for p in sorted({k.split(".")[0] for k in saved.files})}
+record, depths = run_on_gpu(sys.argv[1], refs, 0.99, 0.05)
+print(json.dumps({"exact_sum": exact, "record": record, "depths": len(depths)}))
+"""
+
+
+@pytest.mark.skipif(not SWIFTSHADER_ICD.exists(), reason=f"no SwiftShader here ({SWIFTSHADER_ICD}): `make browser`")
+def test_an_adapter_without_fp16_is_found_out_and_fails_the_check_before_any_photo(small_tflite, references, tmp_path):
+    """SwiftShader lacks shaderFloat16, so ML Drift silently computes in FP32 there: figures from it would not
+    describe a phone's FP16. The probe graph returns 2 * x exactly (lavapipe: 2 * fp16(x), above)."""
+    np.savez(tmp_path / "refs.npz", **{f"{p}.{kind}": a for p, (image, depth) in references.items()
+                                      for kind, a in (("image", image), ("depth", depth))})
+    env = {**os.environ, "VK_ICD_FILENAMES": str(SWIFTSHADER_ICD)}
+    proc = subprocess.run([sys.executable, "-c", ON_SWIFTSHADER, str(small_tflite[1]), str(tmp_path / "refs.npz"),
+                           str(tmp_path / "probe.tflite")], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.splitlines()[-1])
+    record = result["record"]
+    assert result["exact_sum"] is True
+    assert record["adapter"]["name"].startswith("SwiftShader"), record["adapter"]
+    assert record["fully_accelerated"] and record["precision"] == "fp32"
+    assert record["passed"] is False and record["gates"]["fp16"] == {"passed": False}
+    assert record["photos"] == {} and result["depths"] == 0  # minutes of inference spared
+    assert any(f.startswith(f"the adapter {record['adapter']['name']} (Vulkan, CPU / Software) computes in FP32 only")
+               for f in record["failures"]), record["failures"]
 
 
 def test_idle_wait_returns_soon_when_nothing_runs():

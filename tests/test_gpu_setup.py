@@ -30,7 +30,7 @@ def test_this_machine_is_ready():
     """`make test` ran the set-up first: the accelerator must be usable here."""
     proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.gpu.gpu_setup", "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "LiteRT GPU accelerator ready on" in proc.stdout
+    assert "LiteRT GPU accelerator ready on" in proc.stdout and proc.stdout.rstrip().endswith("computing in FP16")
 
 
 @pytest.mark.skipif(install_script(os_release()) is None, reason="set-up knows only Debian and Ubuntu")
@@ -41,3 +41,15 @@ def test_without_an_adapter_it_prints_the_command_and_fails():
     assert proc.returncode == 1
     assert "WebGPU found no adapter" in proc.stderr
     assert "sudo sh -c" in proc.stderr and "mesa-vulkan-drivers" in proc.stderr
+
+
+SWIFTSHADER_ICD = "/usr/lib/chromium/vk_swiftshader_icd.json"  # inside Debian's chromium, which `make test` installs
+
+
+@pytest.mark.skipif(not os.path.exists(SWIFTSHADER_ICD), reason="no SwiftShader here: `make browser`")
+def test_an_adapter_that_computes_in_fp32_only_is_refused_without_installing_anything():
+    env = {**os.environ, "VK_ICD_FILENAMES": SWIFTSHADER_ICD}
+    proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.gpu.gpu_setup"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1
+    assert "runs on SwiftShader Device" in proc.stderr and "computes in FP32 only" in proc.stderr
+    assert "validation.gpu: skip" in proc.stderr and "installed" not in proc.stdout + proc.stderr

@@ -3,14 +3,15 @@
 Run by the DVC stage in stages/gpu.py.
 
 Loads the shipped FP16 .tflite with the GPU accelerator (ML Drift over WebGPU; on a machine
-without a GPU, Mesa's lavapipe), records the adapter and whether every op runs on the GPU,
-and compares the GPU output on `validation.gpu_photos` (preprocessed as an app does, at the
-aspect's native shape) with the official FP32 PyTorch model's depth maps that validate@ASPECT
-saved in depth.npz: the same maps the CPU check used, so the two checks share one reference
-and this stage needs no PyTorch. Writes gpu.json (DVC metrics) and the GPU's depth map of
-each photo (gpu_depth.npz, float32 [1,1,H,W] per photo name), then fails if a gate fails:
-fully accelerated, finite output, validation.gpu_min_pearson and validation.gpu_max_mean_rel
-on every GPU photo. A failed aspect never reaches the catalog.
+without a GPU, Mesa's lavapipe), records the adapter, whether every op runs on the GPU and
+whether the adapter's arithmetic really is FP16 (measured: an adapter without it makes ML
+Drift fall back to FP32 silently), and compares the GPU output on `validation.gpu_photos`
+(preprocessed as an app does, at the aspect's native shape) with the official FP32 PyTorch
+model's depth maps that validate@ASPECT saved in depth.npz: the same maps the CPU check used,
+so the two checks share one reference and this stage needs no PyTorch. Writes gpu.json (DVC
+metrics) and the GPU's depth map of each photo (gpu_depth.npz, float32 [1,1,H,W] per photo
+name), then fails if a gate fails: fully accelerated, FP16 arithmetic, finite output,
+validation.gpu_min_pearson and validation.gpu_max_mean_rel on every GPU photo. A failed aspect never reaches the catalog.
 
 With `validation.gpu: skip` it runs nothing and records that the check was skipped; the
 catalog says so and `make publish` refuses such a catalog unless told otherwise.
@@ -71,7 +72,11 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
     if not model.fully_accelerated:
         rejected = ", ".join(model.rejected_ops) or "see `python -m da3_litert_farm.checks.gpu_lint FILE`"
         failures.append(f"not fully accelerated: ops the GPU delegate rejected run on the CPU ({rejected})")
-    else:
+    if record["precision"] != "fp16":
+        failures.append(f"the adapter {adapter} computes in FP32 only (no FP16 arithmetic), so its figures would not "
+                        "describe FP16 on a phone: run the check on an adapter with FP16 (`python -m "
+                        "da3_litert_farm.gpu.gpu_setup` says which it has) or set validation.gpu: skip")
+    if not failures:
         for photo, (image, reference) in refs.items():
             t = time.time()
             try:
@@ -92,6 +97,7 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
         mean_rel_max=gates.get("max_mean_rel", {}).get("value"),
         seconds=time.time() - started,
         gates={"fully_accelerated": {"passed": model.fully_accelerated},
+               "fp16": {"passed": record["precision"] == "fp16"},
                "finite": {"passed": bool(record["photos"]) and all(m["finite"] for m in record["photos"].values())},
                **gates},
         passed=not failures,

@@ -13,6 +13,7 @@ process's stderr, because the Python API does not expose it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
@@ -97,7 +98,7 @@ class GpuModel:
         from ai_edge_litert.options import Options
 
         prepare_environment()
-        self.precision = "fp32" if enforce_f32 else "fp16"
+        self._enforce_f32 = enforce_f32
         # GPU with CPU fallback, as an app configures it: ops the delegate rejects run on the
         # CPU, and `fully_accelerated` says whether any did (GPU alone refuses the whole file).
         options = Options(hardware_accelerators=HardwareAccelerator.GPU | HardwareAccelerator.CPU,
@@ -128,6 +129,11 @@ class GpuModel:
         self._outputs = self._model.create_output_buffers(self._index)
         self._used = False
         self.last_run: dict[str, float] = {}
+
+    @property
+    def precision(self) -> str:
+        """'fp16' or 'fp32': what this adapter's arithmetic is, measured (not what was asked)."""
+        return arithmetic_precision(self._enforce_f32)
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
         """Run a one-output model once: its output."""
@@ -244,6 +250,29 @@ def probe_model_bytes() -> bytes:
     from ai_edge_litert import schema_py_generated as s
 
     return one_op_model_bytes("ADD", (1, 8, 8, 4), (1, 8, 8, 4), ("AddOptions", s.AddOptionsT()))
+
+
+# 1 + 2**-12 needs 13 significant bits: FP16 (11) rounds it to 1, so x + x is exactly 2 there, and
+# 2 + 2**-11 in FP32 (24).
+_NOT_IN_FP16 = 1 + 2.0 ** -12
+
+
+@functools.lru_cache(maxsize=None)
+def arithmetic_precision(enforce_f32: bool = False) -> str:
+    """'fp16' or 'fp32': the precision the accelerator really computes in here, from the probe graph
+    on a value FP16 cannot hold. ML Drift computes in FP16 only where the adapter offers it (WebGPU's
+    shader-f16: Vulkan's shaderFloat16); elsewhere it falls back to FP32 without a word, e.g. on
+    SwiftShader, the software Vulkan driver that ships with Chromium."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "precision.tflite"
+        path.write_bytes(probe_model_bytes())
+        model = GpuModel(path, enforce_f32=enforce_f32)
+        y = model(np.full(model.input_shape, _NOT_IN_FP16, np.float32))
+    if np.all(y == 2.0):
+        return "fp16"
+    if np.allclose(y, 2 * _NOT_IN_FP16, rtol=0, atol=2.0 ** -20):
+        return "fp32"
+    raise GpuError(f"the precision probe returned {np.unique(y)[:4]} for 2 x {_NOT_IN_FP16}: neither FP16 nor FP32")
 
 
 def probe() -> tuple[Adapter | None, str]:

@@ -39,19 +39,22 @@ def install_script(release: dict[str, str]) -> str | None:
     return f"apt-get update -q && {install}"
 
 
-def probe_in_subprocess() -> tuple[bool, str]:
-    """Probe in a fresh process: a driver installed a moment ago is seen, and a crash stays there."""
-    code = ("from da3_litert_farm.gpu.gpu_runtime import probe\n"
+def probe_in_subprocess() -> tuple[bool, str, str]:
+    """Probe in a fresh process: a driver installed a moment ago is seen, and a crash stays there.
+    (works, the adapter or the problem, the precision its arithmetic has: 'fp16', 'fp32' or '-')."""
+    code = ("from da3_litert_farm.gpu.gpu_runtime import arithmetic_precision, probe\n"
             "adapter, problem = probe()\n"
             "print('ADAPTER', adapter if adapter else '-')\n"
-            "print('PROBLEM', problem or '-')\n")
+            "print('PROBLEM', problem or '-')\n"
+            "print('PRECISION', '-' if problem else arithmetic_precision())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    found = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("ADAPTER ", "PROBLEM ")))
-    if proc.returncode != 0 or "PROBLEM" not in found:
-        return False, f"the probe crashed (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}"
+    found = dict(line.split(" ", 1) for line in proc.stdout.splitlines()
+                 if line.startswith(("ADAPTER ", "PROBLEM ", "PRECISION ")))
+    if proc.returncode != 0 or "PRECISION" not in found:
+        return False, f"the probe crashed (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}", "-"
     if found["PROBLEM"] != "-":
-        return False, found["PROBLEM"]
-    return True, found["ADAPTER"]
+        return False, found["PROBLEM"], "-"
+    return True, found["ADAPTER"], found["PRECISION"]
 
 
 def gpu_check_skipped() -> bool:
@@ -70,10 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_setup: validation.gpu is 'skip' in params.yaml: no GPU adapter needed "
               "(the catalog will say the GPU check was skipped, and `make publish` refuses it)")
         return 0
-    ok, detail = probe_in_subprocess()
+    ok, detail, precision = probe_in_subprocess()
     if ok:
-        print(f"gpu_setup: LiteRT GPU accelerator ready on {detail}")
-        return 0
+        return ready(detail, precision)
     print(f"gpu_setup: no working GPU adapter: {detail}", file=sys.stderr)
     script = install_script(os_release()) if sys.platform.startswith("linux") else None
     if script is None:
@@ -88,12 +90,24 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if not run_install("gpu_setup", PACKAGE, script):
         return 1
-    ok, detail = probe_in_subprocess()
+    ok, detail, precision = probe_in_subprocess()
     if not ok:
         print(f"gpu_setup: installed {PACKAGE}, but the accelerator still has no adapter: {detail}",
               file=sys.stderr)
         return 1
-    print(f"gpu_setup: installed {PACKAGE}; LiteRT GPU accelerator ready on {detail}")
+    print(f"gpu_setup: installed {PACKAGE}")
+    return ready(detail, precision)
+
+
+def ready(adapter: str, precision: str) -> int:
+    """An adapter that computes in FP32 only cannot check what phones run: say so, install nothing."""
+    if precision != "fp16":
+        print(f"gpu_setup: the GPU accelerator runs on {adapter}, which computes in FP32 only (no FP16 arithmetic: "
+              "WebGPU's shader-f16, Vulkan's shaderFloat16), so the farm's GPU check would not describe FP16 on a "
+              "phone. Use an adapter with FP16 (Mesa's lavapipe has it: leave VK_ICD_FILENAMES unset), or set "
+              "validation.gpu: skip in params.yaml.", file=sys.stderr)
+        return 1
+    print(f"gpu_setup: LiteRT GPU accelerator ready on {adapter}, computing in FP16")
     return 0
 
 

@@ -8,7 +8,8 @@ gpu stage does, once per --setting, each in a fresh process with that setting's 
 (the adapter, the shader caches and the driver's variables as a new `gpu@A` sees them), alone on
 the machine. Per setting it prints and records:
 - set-up: the adapter and device, from a probe graph of one op;
-- compile: loading the shipped file on the accelerator (kernel selection, shader compilation);
+- compile: loading the shipped file on the accelerator (kernel selection, shader compilation),
+  and the precision the adapter's arithmetic really has (an adapter without FP16 computes FP32);
 - each inference: writing the input and submitting, the queue draining, reading the output back;
 - the busy share of every core during each phase (/proc/stat);
 - with --perf, where the process's CPU time went during the second inference (perf's samples by
@@ -168,7 +169,7 @@ def measure(aspect: str, photos: tuple[str, ...], use_perf: bool, ops: bool = Fa
     record["setup"] = setup.record(adapter=str(adapter), problem=problem)
     with Phase() as load:
         model = GpuModel(model_file)
-    record["compile"] = load.record(fully_accelerated=model.fully_accelerated)
+    record["compile"] = load.record(fully_accelerated=model.fully_accelerated, precision=model.precision)
     record["inferences"] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, photo in enumerate(photos):
@@ -214,6 +215,7 @@ def summary_rows(results: list[dict]) -> list[dict]:
             "setting": r["setting"],
             "set-up s": r["setup"]["seconds"],
             "compile s": r["compile"]["seconds"],
+            "precision": r["compile"]["precision"],
             "first inference s": runs[0]["seconds"],
             "later inference s": round(sum(x["seconds"] for x in later) / len(later), 2),
             "read-back s": max(x["read_s"] for x in runs),
@@ -248,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(f"{r['setting']} {r['environment'] or ''}: adapter {r['setup']['adapter']}")
         print(f"  set-up {r['setup']['seconds']:.2f} s, compile {r['compile']['seconds']:.2f} s "
-              f"(fully accelerated: {r['compile']['fully_accelerated']})")
+              f"(fully accelerated: {r['compile']['fully_accelerated']}, computes in {r['compile']['precision']})")
         for x in r["inferences"]:
             print(f"  {x['photo']}: {x['seconds']:.2f} s = submit {x['submit_s']:.2f} + queue {x['queue_s']:.2f} "
                   f"+ idle check {x['idle_wait_s']:.2f} + read {x['read_s']:.2f}; cores busy {x['core_busy']}; "

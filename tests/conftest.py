@@ -26,6 +26,9 @@ from da3_litert_farm.model.weights import write_hub_layout
 from tests.farm_repo import SMALL_ASPECTS, Farm, chain, new_farm
 
 SMALL = (126, 224)  # H x W: 9 x 16 patches, landscape
+# SwiftShader, a software Vulkan driver without FP16 arithmetic, inside Debian's chromium (which `make test`
+# installs for the report's check): the adapter the GPU check must refuse.
+SWIFTSHADER_ICD = Path("/usr/lib/chromium/vk_swiftshader_icd.json")
 
 # litert-torch logs with the module-level `logging.info`, which calls logging.basicConfig()
 # on first use and binds whatever sys.stderr is then: under pytest, a per-test capture

@@ -12,7 +12,6 @@ import subprocess
 import threading
 import time
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +23,7 @@ from da3_litert_farm.gpu.gpu_runtime import GpuModel, probe, probe_model_bytes, 
 from da3_litert_farm.model.official import official_depth
 from da3_litert_farm.config.params import load_params
 from da3_litert_farm.model.photo_input import load_photo_tensor
-from tests.conftest import SMALL
+from tests.conftest import SMALL, SWIFTSHADER_ICD
 from tests.test_rewrites import Call, graph_of
 
 PHOTOS = ("motorcycle_left", "astronaut", "coffee")
@@ -154,8 +153,6 @@ def test_a_graph_with_gather_nd_is_not_fully_accelerated_and_fails(stress_net, t
                and "GATHER_ND" in f for f in record["failures"]), record["failures"]
 
 
-# SwiftShader, the software Vulkan driver inside Debian's chromium (`make test` installs it for the report's check).
-SWIFTSHADER_ICD = Path("/usr/lib/chromium/vk_swiftshader_icd.json")
 ON_SWIFTSHADER = """
 import json, sys
 import numpy as np

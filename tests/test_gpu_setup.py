@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from da3_litert_farm.gpu.gpu_setup import install_script, os_release
+from tests.conftest import SWIFTSHADER_ICD
 
 
 def test_debian_12_gets_mesa_from_bookworm_backports():
@@ -43,12 +44,9 @@ def test_without_an_adapter_it_prints_the_command_and_fails():
     assert "sudo sh -c" in proc.stderr and "mesa-vulkan-drivers" in proc.stderr
 
 
-SWIFTSHADER_ICD = "/usr/lib/chromium/vk_swiftshader_icd.json"  # inside Debian's chromium, which `make test` installs
-
-
-@pytest.mark.skipif(not os.path.exists(SWIFTSHADER_ICD), reason="no SwiftShader here: `make browser`")
+@pytest.mark.skipif(not SWIFTSHADER_ICD.exists(), reason=f"no SwiftShader here ({SWIFTSHADER_ICD}): `make browser`")
 def test_an_adapter_that_computes_in_fp32_only_is_refused_without_installing_anything():
-    env = {**os.environ, "VK_ICD_FILENAMES": SWIFTSHADER_ICD}
+    env = {**os.environ, "VK_ICD_FILENAMES": str(SWIFTSHADER_ICD)}
     proc = subprocess.run([sys.executable, "-m", "da3_litert_farm.gpu.gpu_setup"], capture_output=True, text=True, env=env)
     assert proc.returncode == 1
     assert "runs on SwiftShader Device" in proc.stderr and "computes in FP32 only" in proc.stderr

@@ -11,7 +11,8 @@ model's depth maps that validate@ASPECT saved in depth.npz: the same maps the CP
 so the two checks share one reference and this stage needs no PyTorch. Writes gpu.json (DVC
 metrics) and the GPU's depth map of each photo (gpu_depth.npz, float32 [1,1,H,W] per photo
 name), then fails if a gate fails: fully accelerated, FP16 arithmetic, finite output,
-validation.gpu_min_pearson and validation.gpu_max_mean_rel on every GPU photo. A failed aspect never reaches the catalog.
+validation.gpu_min_pearson and validation.gpu_max_mean_rel on every GPU photo. A failed aspect
+never reaches the catalog.
 
 With `validation.gpu: skip` it runs nothing and records that the check was skipped; the
 catalog says so and `make publish` refuses such a catalog unless told otherwise.

@@ -263,11 +263,8 @@ def arithmetic_precision(enforce_f32: bool = False) -> str:
     on a value FP16 cannot hold. ML Drift computes in FP16 only where the adapter offers it (WebGPU's
     shader-f16: Vulkan's shaderFloat16); elsewhere it falls back to FP32 without a word, e.g. on
     SwiftShader, the software Vulkan driver that ships with Chromium."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "precision.tflite"
-        path.write_bytes(probe_model_bytes())
-        model = GpuModel(path, enforce_f32=enforce_f32)
-        y = model(np.full(model.input_shape, _NOT_IN_FP16, np.float32))
+    model = probe_model(enforce_f32)
+    y = model(np.full(model.input_shape, _NOT_IN_FP16, np.float32))
     if np.all(y == 2.0):
         return "fp16"
     if np.allclose(y, 2 * _NOT_IN_FP16, rtol=0, atol=2.0 ** -20):
@@ -275,17 +272,22 @@ def arithmetic_precision(enforce_f32: bool = False) -> str:
     raise GpuError(f"the precision probe returned {np.unique(y)[:4]} for 2 x {_NOT_IN_FP16}: neither FP16 nor FP32")
 
 
-def probe() -> tuple[Adapter | None, str]:
-    """Load and run the probe graph on the GPU accelerator: (adapter, problem or '')."""
+def probe_model(enforce_f32: bool = False) -> GpuModel:
+    """The probe graph, loaded on the GPU accelerator (its file only lives while it loads)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.tflite"
         path.write_bytes(probe_model_bytes())
-        try:
-            model = GpuModel(path)
-            x = np.arange(256, dtype=np.float32).reshape(model.input_shape)
-            y = model(x)
-        except (GpuError, ValueError) as exc:
-            return None, str(exc)
+        return GpuModel(path, enforce_f32=enforce_f32)
+
+
+def probe() -> tuple[Adapter | None, str]:
+    """Load and run the probe graph on the GPU accelerator: (adapter, problem or '')."""
+    try:
+        model = probe_model()
+        x = np.arange(256, dtype=np.float32).reshape(model.input_shape)
+        y = model(x)
+    except (GpuError, ValueError) as exc:
+        return None, str(exc)
     if model.adapter is None:
         return None, "WebGPU found no adapter (no GPU and no usable Vulkan driver)"
     if not model.fully_accelerated:

@@ -13,7 +13,7 @@ export DVC_NO_ANALYTICS := 1
 # sorts above plain 2.13.0). Empty (the default): the configured index alone.
 TORCH_INDEX ?=
 
-.PHONY: farm report test bench bench-gpu bench-build bench-install publish remote gpu-adapter browser ssh-server clean-venv
+.PHONY: farm report test bench bench-gpu bench-build bench-install publish remote gpu-adapter browser ssh-server dvc-yaml clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
@@ -79,6 +79,11 @@ bench-build: gpu-adapter
 # What `pip install <farm repo>` (the client) costs an app build, next to the full farm.
 bench-install: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.dev.bench_install $(ARGS)
+
+# dvc.yaml's code deps, rewritten from what each stage imports (da3_litert_farm/dev/dvc_yaml.py; standard
+# library only, so no .venv needed).
+dvc-yaml:
+	$(PYTHON) -m da3_litert_farm.dev.dvc_yaml --write
 
 clean-venv:
 	rm -rf $(VENV)

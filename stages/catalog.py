@@ -5,28 +5,27 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import jsonschema
 
-from da3_litert_farm.checks.shipped import NotShippableError
-from da3_litert_farm.config.params import ParamsError, load_params
+from da3_litert_farm.config import stage
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.ops.catalog import CatalogError, build_catalog
 
 
-def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="python -m stages.catalog", description=__doc__.splitlines()[0]).parse_args(argv)
+def catalog(run: stage.Run) -> None:
     try:
-        document = build_catalog(load_params())
-    except (ParamsError, CatalogError, NotShippableError, jsonschema.ValidationError) as exc:
-        print(f"catalog: {exc}", file=sys.stderr)
-        return 1
+        document = build_catalog(run.params)
+    except jsonschema.ValidationError as exc:  # its text quotes the whole schema; the path and reason suffice
+        raise CatalogError(f"the catalog breaks its schema at {exc.json_path}: {exc.message}") from exc
     fileio.write_json(paths.CATALOG, document)
     print(f"catalog: {document['name']} {document['version']} with {len(document['models'])} models "
           f"({', '.join(m['aspect'] for m in document['models'])}) -> {paths.CATALOG}")
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage.run("catalog", __doc__, catalog, checkpoint_files=True, argv=argv)
 
 
 if __name__ == "__main__":

@@ -7,30 +7,30 @@ Without --write (what `make farm` runs first) it only checks and prints the plan
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from da3_litert_farm.config.params import ParamsError, load_params, write_checked
-from da3_litert_farm.core.gpu_memory import MIB, plan_tensors
+from da3_litert_farm.config import stage
+from da3_litert_farm.config.params import write_checked
+from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stages.params", description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="also write artifacts/params/ (the DVC stage)")
-    args = parser.parse_args(argv)
-    try:
-        params = load_params()
-    except ParamsError as exc:
-        print(f"params.yaml: {exc}", file=sys.stderr)
-        return 1
-    if args.write:
+def check(run: stage.Run) -> None:
+    params = run.params
+    if run.args.write:
         write_checked(params)
     for a in params.aspects.values():
         plan = plan_tensors(a.height, a.width, params.max_tensor_mib * MIB)
         chunked = f", attention in chunks of {plan.query_chunk} queries" if plan.query_chunk else ""
         print(f"{a.name:>10}  ratio {a.ratio:>7}  H x W = {a.height} x {a.width}  largest GPU tensor "
               f"{plan.largest_bytes / MIB:.1f} MiB ({plan.largest_name}){chunked}")
-    return 0
+
+
+def flags(parser) -> None:
+    parser.add_argument("--write", action="store_true", help="also write artifacts/params/ (the DVC stage)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage.run("params", __doc__, check, checkpoint_files=True, flags=flags, argv=argv)
 
 
 if __name__ == "__main__":

@@ -5,32 +5,28 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 
+from da3_litert_farm.config import stage
 from da3_litert_farm.core import fileio, paths
-from da3_litert_farm.report.report import ReportError, build, plot_rows, read_json
+from da3_litert_farm.report.report import build, plot_rows, read_json
 
 
-def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="python -m stages.report", description=__doc__.splitlines()[0]).parse_args(argv)
-    started = time.time()
-    try:
-        catalog = read_json(paths.CATALOG)
-        # The images replace the old ones whole, then the page; a failure leaves the last report.
-        with fileio.atomic_dir(paths.REPORT_IMAGES) as images:
-            text, figures = build(catalog, images)
-    except ReportError as exc:
-        print(f"report: {exc}", file=sys.stderr)
-        return 1
+def report(run: stage.Run) -> None:
+    catalog = read_json(paths.CATALOG)
+    # The images replace the old ones whole, then the page; a failure leaves the last report.
+    with fileio.atomic_dir(paths.REPORT_IMAGES) as images:
+        text, figures = build(catalog, images)
     fileio.write_bytes(paths.REPORT_PAGE, text.encode())
     with fileio.atomic_dir(paths.SUMMARY) as folder:  # holds exactly the catalogued aspects
         for aspect, row in figures.items():
             fileio.write_json(folder / paths.summary(aspect).name, row)
     fileio.write_json(paths.PLOTS, plot_rows(figures))
-    print(f"report: {len(figures)} aspects -> {paths.REPORT_PAGE} ({time.time() - started:.1f} s)")
-    return 0
+    print(f"report: {len(figures)} aspects -> {paths.REPORT_PAGE} ({run.seconds():.1f} s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage.run("report", __doc__, report, params=False, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,43 +1,23 @@
 """dvc.yaml names exactly the code each stage runs and the paths da3_litert_farm.core.paths defines."""
 
 import ast
+import dataclasses
+import json
+import modulefinder
 from pathlib import Path
 
+import pytest
 import yaml
 
+from da3_litert_farm.config import params as params_module
+from da3_litert_farm.config.params import ValidationParams
 from da3_litert_farm.core import paths
 from da3_litert_farm.core.pipeline import STAGES
+from da3_litert_farm.dev import dvc_yaml
+from da3_litert_farm.ops import catalog as catalog_module
 
 REPO = Path(__file__).resolve().parents[1]
-# The data files a module reads at run time: a stage whose code includes the module depends on them too.
-DATA_FILES = {"da3_litert_farm/config/params.py": {"da3_litert_farm/config/params.schema.json"},
-              "da3_litert_farm/ops/catalog.py": {"da3_litert_farm/ops/catalog.schema.json"}}
-
-
-def _module_file(dotted: str) -> Path | None:
-    """The .py file of a dotted module name under the repository, or None (a package, a name, a library)."""
-    path = REPO / Path(*dotted.split("."))
-    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
-
-
-def code_imported_by(stage: str) -> set[str]:
-    """stages/<stage>.py and every da3_litert_farm module it imports, at any depth (function-level
-    imports included), as repository paths. Package __init__ files hold only docstrings
-    (tests/test_contracts.py) and are not code a stage depends on."""
-    seen, todo = set(), [REPO / "stages" / f"{stage}.py"]
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("da3_litert_farm"):
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names if a.name.startswith("da3_litert_farm")]
-            todo += [f for f in map(_module_file, names) if f is not None]
-    return {p.relative_to(REPO).as_posix() for p in seen}
+CODE = ("da3_litert_farm/", "stages/")
 
 
 def dvc_stages():
@@ -45,13 +25,45 @@ def dvc_stages():
     return {name: (stage["do"] if "foreach" in stage else stage) for name, stage in doc["stages"].items()}
 
 
+def test_the_committed_dvc_yaml_is_the_generated_one():
+    committed = (REPO / "dvc.yaml").read_text()
+    assert committed == dvc_yaml.generate(committed), "dvc.yaml's code deps are stale: run `make dvc-yaml`"
+
+
+def _python_imports(stage: str) -> set[str]:
+    """The repository's modules stages/<stage>.py loads, found by the standard library's modulefinder
+    (it reads the bytecode, function bodies included): a derivation independent of the generator's."""
+    finder = modulefinder.ModuleFinder(path=[str(REPO)])  # this repository only: libraries are not followed
+    finder.run_script(str(REPO / "stages" / f"{stage}.py"))
+    files = {Path(m.__file__) for m in finder.modules.values() if m.__file__}
+    return {f.relative_to(REPO).as_posix() for f in files if f.name != "__init__.py"}
+
+
 def test_every_stage_depends_on_exactly_the_code_it_runs():
+    schema_of = {"da3_litert_farm/config/params.py": params_module.SCHEMA_FILE,
+                 "da3_litert_farm/ops/catalog.py": catalog_module.SCHEMA_FILE}
     for name, stage in dvc_stages().items():
-        code_deps = {d for d in stage["deps"] if d.startswith(("da3_litert_farm/", "stages/"))}
-        code = code_imported_by(name)
-        expected = code.union(*(DATA_FILES.get(module, set()) for module in code))
-        assert code_deps == expected, f"{name}: extra {code_deps - expected}, missing {expected - code_deps}"
+        code_deps = {d for d in stage["deps"] if d.startswith(CODE)}
+        modules = _python_imports(name)
+        data = {Path(schema_of[m]).relative_to(REPO).as_posix() for m in modules if m in schema_of}
+        assert f"stages/{name}.py" in modules
+        assert code_deps == modules | data, (f"{name}: extra {code_deps - modules - data}, "
+                                             f"missing {(modules | data) - code_deps}")
         assert stage["cmd"].split(" ")[:3] == ["python", "-m", f"stages.{name}"]
+
+
+def test_the_generator_rewrites_stale_code_deps_and_keeps_the_rest():
+    committed = (REPO / "dvc.yaml").read_text()
+    stale = committed.replace("      - da3_litert_farm/config/params.schema.json\n", "", 1)  # the params stage's
+    stale = stale.replace("        - stages/export.py\n", "        - stages/export.py\n        - da3_litert_farm/gone.py\n")
+    assert stale != committed
+    assert dvc_yaml.generate(stale) == committed  # the data deps, comments, params and outs kept as written
+
+
+def test_the_generator_refuses_a_stage_without_a_module():
+    text = (REPO / "dvc.yaml").read_text().replace("\n  report:\n", "\n  reprot:\n")
+    with pytest.raises(dvc_yaml.DvcYamlError, match="stage 'reprot' has no module stages/reprot.py"):
+        dvc_yaml.generate(text)
 
 
 def test_every_stage_module_is_a_dvc_stage():
@@ -99,8 +111,8 @@ def test_only_the_params_check_persists_so_dvc_run_caches_every_build_stage():
 def test_the_params_check_runs_before_any_stage_that_removes_outputs():
     """Every other stage depends, directly or through its inputs, on a file the `params` stage writes."""
     s = dvc_stages()
-    assert set(s["params"]["params"]) == {"checkpoint", "long_side", "max_tensor_mib", "aspects", "validation",
-                                          "catalog"}
+    schema = json.loads(params_module.SCHEMA_FILE.read_text())
+    assert set(s["params"]["params"]) == set(schema["properties"])  # every key params.yaml may set
     assert paths.CHECKED_CHECKPOINT.as_posix() in s["checkpoint"]["deps"]
     assert paths.checked_aspect("${key}").as_posix() in s["patch"]["deps"]
     upstream = {"export": paths.patched_program, "quantize": paths.fp32_model, "validate": paths.fp16_model,
@@ -117,17 +129,32 @@ def test_per_aspect_stages_read_only_their_aspect():
     for name in ("patch", "validate", "gpu"):
         assert "aspects.${key}" in s[name]["params"] and "aspects" not in s[name]["params"]
     assert "validation" not in s["patch"]["params"] and "max_tensor_mib" in s["patch"]["params"]
-    assert {p for p in s["validate"]["params"] if p.startswith("validation.")} == {
-        "validation.min_pearson", "validation.max_mean_rel", "validation.photos"}
-    assert {p for p in s["gpu"]["params"] if p.startswith("validation.")} == {
-        "validation.gpu", "validation.gpu_min_pearson", "validation.gpu_max_mean_rel", "validation.gpu_photos"}
     assert "params" not in s["export"] and "params" not in s["quantize"]
+
+
+def _validation_keys_read(stage: str) -> set[str]:
+    """The validation settings the stage's code reads: ValidationParams fields it names as attributes
+    (config/params.py, which defines and fills them, aside)."""
+    fields = {f.name for f in dataclasses.fields(ValidationParams)}
+    read = set()
+    for module in _python_imports(stage) - {"da3_litert_farm/config/params.py"}:
+        tree = ast.parse((REPO / module).read_text())
+        read |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in fields}
+    return read
+
+
+def test_each_stage_lists_the_validation_settings_its_code_reads():
+    """A stage that lists validation keys one by one lists exactly those its code reads (DVC reruns it
+    when one changes, and only then); one that reads them all lists `validation`."""
+    for name, stage in dvc_stages().items():
+        listed = {p.removeprefix("validation.") for p in stage.get("params", []) if p.startswith("validation.")}
+        if "validation" not in stage.get("params", []):
+            assert listed == _validation_keys_read(name), name
+    assert _validation_keys_read("validate") and _validation_keys_read("gpu")  # the scan sees their reads
 
 
 def test_stage_params_name_real_keys():
     """DVC reads each stage's params from params.yaml itself: every key must name a value there."""
-    import pytest
-
     doc = yaml.safe_load((REPO / "params.yaml").read_text())
 
     def value_of(key: str):

@@ -11,11 +11,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import Aspect
 
 
-class NotShippableError(RuntimeError):
+class NotShippableError(FarmError, RuntimeError):
     """An aspect's file is missing, failed a check, or changed since; the message says which."""
 
 

@@ -24,10 +24,11 @@ import yaml
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, Aspect, AspectError, \
     plan_aspect
-from da3_litert_farm.core.gpu_memory import MIB, plan_tensors
+from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 from da3_litert_farm.core.photos import MIN_PHOTOS, PHOTOS
 
 PARAMS_FILE = Path("params.yaml")
@@ -37,7 +38,7 @@ HUB_FILES = ("config.json", "model.safetensors")
 DEFAULT_REPO = "depth-anything/DA3-SMALL"
 
 
-class ParamsError(ValueError):
+class ParamsError(FarmError, ValueError):
     """params.yaml is invalid; the message names the key and what is allowed."""
 
 

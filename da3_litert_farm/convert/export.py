@@ -9,13 +9,20 @@ converts one saved program in a process of its own, so that its peak RSS is the 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from da3_litert_farm.core import fileio, memory
+from da3_litert_farm.core import fileio, peak_memory
+from da3_litert_farm.core.errors import FarmError, first_line
+
+
+class ExportError(FarmError, RuntimeError):
+    """The patched program could not be loaded or converted; the message names the file and the step."""
 
 
 def convert_to_tflite(module: torch.nn.Module, height: int, width: int, out: Path | str) -> None:
@@ -23,15 +30,24 @@ def convert_to_tflite(module: torch.nn.Module, height: int, width: int, out: Pat
     import litert_torch  # heavy import (JAX, MLIR): only where a conversion happens
 
     sample = (torch.zeros(1, 3, height, width),)
-    edge_model = litert_torch.convert(module, sample)
-    with fileio.atomic_path(out) as tmp:
-        edge_model.export(str(tmp))
+    try:
+        edge_model = litert_torch.convert(module, sample)
+        with fileio.atomic_path(out) as tmp:
+            edge_model.export(str(tmp))
+    except Exception as exc:  # litert-torch's own errors (MLIR, lowering) run to pages: its first line says which
+        raise ExportError(f"litert-torch could not convert a {height}x{width} module to {out}: "
+                          f"{first_line(exc)}") from exc
 
 
 def export_program_file(program: Path | str, out: Path | str) -> dict:
     """Load a saved patched program, convert it, report time and this process's peak RSS."""
     started = time.time()
-    module = torch.export.load(str(program)).module()
+    try:
+        with _quiet("torch.export"):  # it logs a traceback of its first try before raising
+            module = torch.export.load(str(program)).module()
+    except Exception as exc:
+        raise ExportError(f"{program} is not a loadable torch.export program (rerun the patch stage): "
+                          f"{first_line(exc)}") from exc
     # The graph was traced from a module in eval mode; the unlifted module just keeps the
     # default flag (and `.eval()` is not implemented on it), so say so for the converter.
     module.training = False
@@ -39,7 +55,7 @@ def export_program_file(program: Path | str, out: Path | str) -> dict:
     convert_to_tflite(module, height, width, out)
     return {
         "seconds": time.time() - started,
-        "peak_rss_mb": memory.peak_rss_mib(),
+        "peak_rss_mb": peak_memory.peak_rss_mib(),
         "bytes": Path(out).stat().st_size,
     }
 
@@ -50,7 +66,19 @@ def _input_hw(module: torch.nn.Module) -> tuple[int, int]:
         if node.op == "placeholder" and "val" in node.meta and len(node.meta["val"].shape) == 4:
             _, _, h, w = node.meta["val"].shape
             return int(h), int(w)
-    raise ValueError("the program has no [1, 3, H, W] input")
+    raise ExportError("the program has no [1, 3, H, W] input")
+
+
+@contextlib.contextmanager
+def _quiet(logger: str):
+    """Hold back a library logger's warnings: the error raised says what went wrong, in one line."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def main(argv: list[str] | None = None) -> int:

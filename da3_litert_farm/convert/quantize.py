@@ -12,8 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from da3_litert_farm.core import fileio
+from da3_litert_farm.core.errors import FarmError, first_line
 
 FP16_OPS = ("FULLY_CONNECTED", "CONV_2D")  # gpu_lint checks that every such weight is FP16
+
+
+class QuantizeError(FarmError, RuntimeError):
+    """ai-edge-quantizer could not read or quantize the FP32 file; the message names it."""
 
 
 def quantize_fp16(src: Path | str, dst: Path | str, ops: tuple[str, ...] = FP16_OPS) -> None:
@@ -21,11 +26,14 @@ def quantize_fp16(src: Path | str, dst: Path | str, ops: tuple[str, ...] = FP16_
     from ai_edge_quantizer import qtyping, quantizer
     from ai_edge_quantizer.algorithm_manager import AlgorithmName
 
-    q = quantizer.Quantizer(str(src))
-    for op in ops:
-        q.add_weight_only_config(regex=".*", operation_name=getattr(qtyping.TFLOperationName, op),
-                                 num_bits=16, algorithm_key=AlgorithmName.FLOAT_CASTING)
-    result = q.quantize(enable_progress_report=False, enable_progress_bar=False)
+    try:
+        q = quantizer.Quantizer(str(src))
+        for op in ops:
+            q.add_weight_only_config(regex=".*", operation_name=getattr(qtyping.TFLOperationName, op),
+                                     num_bits=16, algorithm_key=AlgorithmName.FLOAT_CASTING)
+        result = q.quantize(enable_progress_report=False, enable_progress_bar=False)
+    except Exception as exc:  # the quantizer's own errors (a flatbuffer it cannot parse: struct.error) say little
+        raise QuantizeError(f"ai-edge-quantizer could not quantize {src} to FP16: {first_line(exc)}") from exc
     # The result must go through a file: a quantized model held in memory (a bytearray)
     # is not callable by the interpreter.
     fileio.write_bytes(dst, bytes(result.quantized_model))

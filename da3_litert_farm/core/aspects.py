@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from da3_litert_farm.core.errors import FarmError
+
 PATCH = 14
 MIN_SIDE = PATCH * 4  # 56: below this the DPT head's 4 pyramid levels collapse
 MAX_SIDE = 2016  # 144 patches: far past what a phone GPU holds for global attention
@@ -25,7 +27,7 @@ ASPECT_NAME = r"^(?!.*\.\.)(?!.*\.(?:lock)?$)[A-Za-z0-9][A-Za-z0-9_.-]*$"
 BUNDLE = "bundle"  # names the file of all aspects (artifact <catalog>-bundle), so no aspect may be named so
 
 
-class AspectError(ValueError):
+class AspectError(FarmError, ValueError):
     """An aspect entry that cannot become a shape; the message names the aspect and rule."""
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from da3_litert_farm.core.errors import FarmError
+
 # Dawn's line, e.g. "Selected adapter: llvmpipe (LLVM 15.0.6, 256 bits), arch=software, vendor=mesa,
 # backend=Vulkan, adapterType=CPU / Software".
 _ADAPTER_LINE = re.compile(r"Selected adapter: (?P<name>.*?), arch=.*?backend=(?P<backend>\w+), "
@@ -35,7 +37,7 @@ SETUP_HINT = ("`python -m da3_litert_farm.gpu.gpu_setup` installs a software ada
               "or says what to run")
 
 
-class GpuError(RuntimeError):
+class GpuError(FarmError, RuntimeError):
     """The GPU accelerator could not load or run a model; the message says what to do."""
 
 

@@ -22,13 +22,15 @@ from safetensors import SafetensorError, safe_open  # noqa: E402
 from safetensors.torch import load_model, save_model  # noqa: E402
 from torch import nn  # noqa: E402
 
+from da3_litert_farm.core.errors import FarmError
+
 # Presets whose graph the rewrites know. Others (giant, nested, metric) differ in structure.
 SUPPORTED_MODELS = ("da3-small",)
 # Hub checkpoints hold the network as `DepthAnything3.model`, so every key has this prefix.
 HUB_KEY_PREFIX = "model."
 
 
-class CheckpointError(ValueError):
+class CheckpointError(FarmError, ValueError):
     """A checkpoint that cannot be loaded; the message says what is wrong and where."""
 
 

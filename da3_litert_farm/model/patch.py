@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import torch
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio
-from da3_litert_farm.core.gpu_memory import MIB, plan_tensors
+from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 from da3_litert_farm.core.photos import CHECK_PHOTO
 from da3_litert_farm.model.mono_depth import MonoDepth, RewriteOptions
 from da3_litert_farm.model.official import official_depth
@@ -23,7 +24,7 @@ from da3_litert_farm.model.photo_input import load_photo_tensor
 MAX_RELATIVE_ERROR = 1e-4
 
 
-class NotExactError(RuntimeError):
+class NotExactError(FarmError, RuntimeError):
     pass
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import paths
 from da3_litert_farm.core.pipeline import PER_ASPECT_STAGES, stage_seconds
 from da3_litert_farm.checks.agreement import relative_error
@@ -34,7 +35,7 @@ from da3_litert_farm.report.report_images import (ERROR_COLORS, Scale, as_plane,
 IMAGES = paths.REPORT_IMAGES.relative_to(paths.REPORT_DIR).as_posix()  # the page links its images relative to itself
 
 
-class ReportError(RuntimeError):
+class ReportError(FarmError, RuntimeError):
     pass
 
 

@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from da3_litert_farm.core import pipeline
-from da3_litert_farm.ops.build import BuildError, dvc, git, repro
+from da3_litert_farm.core.git import git
+from da3_litert_farm.ops.dvc_command import BuildError, dvc
+from da3_litert_farm.ops.dvc_repro import repro
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import configparser
 import contextlib
 import re
-import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from da3_litert_farm.core.errors import FarmError
+from da3_litert_farm.core.git import GitError, git
 
 # The client's extras that bring each DVC plugin (pyproject.toml [project.optional-dependencies]).
 EXTRAS = {"s3": "s3", "ssh": "ssh"}
@@ -28,7 +30,7 @@ CREDENTIALS = {"s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE o
                "ssh": "a key in ~/.ssh or an SSH agent (ssh-add)"}
 
 
-class RemoteError(RuntimeError):
+class RemoteError(FarmError, RuntimeError):
     """The file could not be downloaded; the message says why and what to do."""
 
 
@@ -39,7 +41,7 @@ def missing_plugin(error: str, repo: str, rev: str) -> str | None:
     if named is None:
         return None
     config = configparser.ConfigParser()
-    with contextlib.suppress(configparser.Error, OSError, subprocess.SubprocessError):
+    with contextlib.suppress(configparser.Error, OSError, GitError):
         config.read_string(_committed_config(repo, rev))
     url = config.get(f"'remote \"{named[1]}\"'", "url", fallback="")
     kind = scheme(url)
@@ -52,14 +54,10 @@ def missing_plugin(error: str, repo: str, rev: str) -> str | None:
 def _committed_config(repo: str, rev: str) -> str:
     """.dvc/config at `rev`, read with git alone (DVC cannot load it without the plugin)."""
     if Path(repo).is_dir():
-        return _git("show", f"{rev}:.dvc/config", cwd=repo)
+        return git("show", f"{rev}:.dvc/config", cwd=repo)
     with tempfile.TemporaryDirectory() as clone:
-        _git("clone", "--quiet", "--depth", "1", "--branch", rev, "--no-checkout", repo, clone, cwd=".")
-        return _git("show", "HEAD:.dvc/config", cwd=clone)
-
-
-def _git(*args: str, cwd: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=300).stdout
+        git("clone", "--quiet", "--depth", "1", "--branch", rev, "--no-checkout", repo, clone)
+        return git("show", "HEAD:.dvc/config", cwd=clone)
 
 
 def dvc_url(repo: str) -> str:
@@ -73,7 +71,7 @@ def remote_of(repo: str, rev: str, name: str | None) -> tuple[str, str]:
     config = configparser.ConfigParser()
     try:
         config.read_string(_committed_config(repo, rev))
-    except (configparser.Error, OSError, subprocess.SubprocessError) as exc:
+    except (configparser.Error, OSError, GitError) as exc:
         raise RemoteError(f"cannot read .dvc/config of {repo} at {rev}: {exc}") from None
     remotes = {m[1]: section for section in config.sections() if (m := re.fullmatch(r"'remote \"(.+)\"'", section))}
     name = name or config.get("core", "remote", fallback=None)

@@ -6,25 +6,13 @@ the standard library and runs on Python >= 3.9.
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
+from da3_litert_farm.core.git import git
 
 TAG_PREFIX = "catalog/v"
 STRESS_WARNING = (
     "STRESS WEIGHTS: built from seeded random weights (checkpoint.source: random), not from a trained "
     "checkpoint. Its depth maps are noise; for dry runs of the farm and app plumbing only, never to ship"
 )
-
-
-class GitError(RuntimeError):
-    pass
-
-
-def git(*args: str, cwd: Path | str = ".", stdin: str | None = None) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise GitError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc.stdout
 
 
 def tag_for(version: str) -> str:

@@ -25,9 +25,11 @@ import yaml
 
 from da3_litert_farm.dev import figures
 from da3_litert_farm.dev.bench_install import repo_copy
-from da3_litert_farm.core import memory
+from da3_litert_farm.core import peak_memory
 from da3_litert_farm.core.pipeline import stage_seconds
-from da3_litert_farm.ops.build import dvc, dvc_env, git, repro
+from da3_litert_farm.core.git import git
+from da3_litert_farm.ops.dvc_command import dvc, dvc_env
+from da3_litert_farm.ops.dvc_repro import repro
 
 RATIOS = {"9x16": "9:16", "3x4": "3:4", "16x9": "16:9"}
 
@@ -53,7 +55,7 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
 
 
 def timed_repro(repo: Path, pull: bool = False) -> tuple[float, dict]:
-    """`dvc repro` through DVC's API (ops.build.repro): (seconds, the stages it ran and restored)."""
+    """`dvc repro` through DVC's API (ops.dvc_repro.repro): (seconds, the stages it ran and restored)."""
     started = time.time()
     outcome = repro(cwd=repo, pull=pull)
     return time.time() - started, outcome
@@ -65,7 +67,7 @@ def per_aspect(stages: list[str]) -> list[str]:
 
 def peak_child_rss_mb() -> float:
     """Largest resident set of any process this benchmark has waited for so far."""
-    return memory.peak_rss_mib(resource.RUSAGE_CHILDREN)
+    return peak_memory.peak_rss_mib(resource.RUSAGE_CHILDREN)
 
 
 def figure_rows(m: dict[str, float], jobs: int, machines: int, aspects: int) -> list[dict]:

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from da3_litert_farm.core.git import git
 from da3_litert_farm.dev import figures
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,8 +29,7 @@ VARIANTS = {"client": "", "client[s3]": "[s3]", "client[ssh]": "[ssh]", "farm": 
 
 
 def repo_copy(dst: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
-                           capture_output=True, text=True).stdout.split("\n")
+    files = git("ls-files", "-co", "--exclude-standard", cwd=REPO).split("\n")
     for f in files:
         if f and (REPO / f).is_file() and not f.startswith(("artifacts/", "tests/")):
             (dst / f).parent.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,15 @@
 """Figures in the docs come from JSON that the measuring command wrote, never typed by hand.
 
     python -m da3_litert_farm.dev.figures README.md docs/*.md          # rewrite the marked tables
-    python -m da3_litert_farm.dev.figures --check README.md docs/*.md  # exit 1 if one is stale
+    python -m da3_litert_farm.dev.figures --check README.md docs/*.md  # exit 1 if one is stale or bare
     python -m da3_litert_farm.dev.figures catalog artifacts/catalog.json --commit abc1234
 
 A bench run with `--record NAME` writes docs/figures/NAME.json: the figures (a list of rows)
 and where they were measured (date, CPU, commit, the command to rerun). A markdown file shows
 them between `<!-- figures:NAME begin -->` and `<!-- figures:NAME end -->`; this command
-rewrites exactly that text, so two places cannot show two different numbers.
+rewrites exactly that text, so two places cannot show two different numbers. `--check` also
+fails on a figure typed outside such a section (a number with s, MB, GMAC/s, ... or a 1 - r),
+naming its file and line: measure it with a recording command, or remove it.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import os
 import platform
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio
+from da3_litert_farm.core.git import GitError, git
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = REPO / "docs" / "figures"
@@ -32,7 +35,7 @@ BEGIN = re.compile(r"<!-- figures:([A-Za-z0-9_-]+) begin -->")
 END = re.compile(r"<!-- figures:([A-Za-z0-9_-]+) end -->")
 
 
-class FiguresError(ValueError):
+class FiguresError(FarmError, ValueError):
     pass
 
 
@@ -61,13 +64,10 @@ def cpu_name() -> str:
 
 def git_commit() -> str:
     """The checkout's short commit, with -dirty when tracked files differ from it."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
-
     try:
-        commit = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.CalledProcessError):  # no git, or not a checkout
+        commit = git("rev-parse", "--short", "HEAD", cwd=REPO).strip()
+        dirty = git("status", "--porcelain", "--untracked-files=no", cwd=REPO).strip()
+    except GitError:  # no git, or not a checkout
         return "unknown"
     return commit + ("-dirty" if dirty else "")
 
@@ -170,6 +170,53 @@ def update(paths: list[Path | str], *, check: bool = False, folder: Path = FIGUR
     return found, stale
 
 
+# A figure typed into prose: a number with a unit of time, size or arithmetic rate, or a
+# fidelity figure (scientific notation, or "1 - r 0.0004").
+_UNITS = r"(?:ms|s|min|minutes?|seconds?|hours?|KB|MB|MiB|GB|GiB|bytes|GMACs?(?:/s)?)"
+BARE = re.compile(rf"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?{_UNITS}(?!\w)"
+                  r"|(?<![\w.])\d(?:\.\d+)?e-\d+\b"
+                  r"|\b1 - r\s+0\.\d+")
+# Numbers that look like figures but are not measurements: each phrase is allowed where it
+# occurs whole on one line, for the reason given. Keep this short; prefer rewording the page.
+NOT_MEASURED = {
+    "1e-4 of the depth range": "the patch stage's tolerance (model/patch.py MAX_RELATIVE_ERROR)",
+    "+ 1 MB": "the bundle's sharing gate allows 1 MB of slack (checks/bundle.py)",
+    "need 10 GB free": "the test suite's disk guard (tests/conftest.py BIG_BUILDS_FREE_GB)",
+    "within 15 s": "the client's connect timeout (client/remote.py CONNECT_TIMEOUT_S)",
+    "no answer ... in 45 s": "the client's answer timeout (client/remote.py ANSWER_TIMEOUT_S)",
+    "wait 30 min": "DVC's own default timeout, which the client replaces",
+    "waits at most 120 s": "LiteRT's read timeout, a constant of the runtime (gpu/gpu_runtime.py)",
+    "is 1 - r 4e-4": "an example of the notation (0.9996 written as 1 - r)",
+    "within 1 - r 1e-5 of the official model": "the FP16 goal this project set, not a measurement",
+}
+
+
+def bare_figures(paths: list[Path | str], allowed: dict[str, str] = NOT_MEASURED) -> list[str]:
+    """Every figure-like token of these markdown files that a rendered `figures:` section does not
+    hold, as 'FILE:LINE: TOKEN'. Fenced code blocks are skipped (commands and their output), and
+    so is a token inside a phrase of `allowed`."""
+    found = []
+    for path in map(Path, paths):
+        fenced, section = False, None
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.lstrip().startswith(("```", "~~~")):
+                fenced = not fenced
+                continue
+            if section:
+                section = None if f"<!-- figures:{section} end -->" in line else section
+                continue
+            if begin := BEGIN.search(line):
+                section = begin.group(1)
+                continue
+            if fenced:
+                continue
+            spans = [(m.start(), m.end()) for phrase in allowed for m in re.finditer(re.escape(phrase), line)]
+            for match in BARE.finditer(line):
+                if not any(start <= match.start() and match.end() <= end for start, end in spans):
+                    found.append(f"{path}:{number}: {match.group(0)}")
+    return found
+
+
 def catalog_rows(catalog: dict) -> list[dict]:
     """One row per model of a farm's catalog (size, CPU and GPU fidelity), and one for the bundle."""
     rows = []
@@ -220,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"figures: wrote {path}")
         return 0
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a section is stale")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if a section is stale or a figure is typed outside one")
     parser.add_argument("--figures-dir", type=Path, default=FIGURES, help="where the JSON files are (default: %(default)s)")
     parser.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args(argv)
@@ -229,11 +277,16 @@ def main(argv: list[str] | None = None) -> int:
     except FiguresError as exc:
         print(f"figures: {exc}", file=sys.stderr)
         return 2
+    bare = bare_figures(args.files) if args.check else []
+    for where in bare:
+        print(f"figures: bare figure (render it from a recorded JSON, or remove it): {where}", file=sys.stderr)
     if args.check and stale:
         for section in stale:
             print(f"figures: stale: {section}", file=sys.stderr)
         print(f"figures: rerun without --check: python -m {module} {shlex.join(map(str, args.files))}",
               file=sys.stderr)
+        return 1
+    if bare:
         return 1
     files = f"{len(args.files)} file{'s' * (len(args.files) != 1)}"
     if stale:

@@ -28,19 +28,21 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import BUNDLE
 from da3_litert_farm.ops.catalog import validate_catalog
 from da3_litert_farm.client.remote import scheme
 from da3_litert_farm.ops.remote import committed_remote
 from da3_litert_farm.config.params import ParamsError, load_params
-from da3_litert_farm.core.releases import (GitError, artifact_name, git, model_tag, published_versions, stress_warning,
-                                      tag_for, version_key)
+from da3_litert_farm.core.git import GitError, git
+from da3_litert_farm.core.releases import (artifact_name, model_tag, published_versions, stress_warning, tag_for,
+                                      version_key)
 
 ARTIFACTS_MARKER = "# --- artifacts: written by `make publish` from artifacts/catalog.json; do not edit below ---"
 
 
-class PublishError(RuntimeError):
+class PublishError(FarmError, RuntimeError):
     pass
 
 

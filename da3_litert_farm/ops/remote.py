@@ -18,14 +18,15 @@ import importlib.util
 import sys
 from urllib.parse import urlsplit
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.client.remote import scheme
-from da3_litert_farm.core.releases import GitError
+from da3_litert_farm.core.git import GitError
 
 REMOTE = "storage"  # the name .dvc/config gives the default remote
 PLUGINS = {"s3": "dvc_s3", "ssh": "dvc_ssh"}  # scheme -> the module of DVC's plugin (the extras s3, ssh)
 
 
-class RemoteConfigError(RuntimeError):
+class RemoteConfigError(FarmError, RuntimeError):
     pass
 
 

@@ -203,11 +203,13 @@ def test_report_opens_in_a_headless_browser(farm, tmp_path):
 def test_schema_rejects_a_broken_catalog(farm):
     broken = farm.catalog()
     broken["models"][0]["sha256"] = "xyz"
-    with pytest.raises(jsonschema.ValidationError):
+    with pytest.raises(jsonschema.ValidationError, match=r"'xyz' does not match '\^\[0-9a-f\]\{64\}\$'(?s:.*)"
+                                                         r"On instance\['models'\]\[0\]\['sha256'\]"):
         validate_catalog(broken)
     broken = farm.catalog()
     broken["models"][0]["gpu_lint"]["max_rank"] = 5
-    with pytest.raises(jsonschema.ValidationError):
+    with pytest.raises(jsonschema.ValidationError, match=r"5 is greater than the maximum of 4(?s:.*)"
+                                                         r"On instance\['models'\]\[0\]\['gpu_lint'\]\['max_rank'\]"):
         validate_catalog(broken)
 
 

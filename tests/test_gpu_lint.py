@@ -13,7 +13,7 @@ from torch import nn
 
 from da3_litert_farm.core.fileio import sha256_file
 from da3_litert_farm.checks.gpu_lint import lint, main
-from da3_litert_farm.core.gpu_memory import MIB
+from da3_litert_farm.core.tensor_plan import MIB
 from da3_litert_farm.convert.quantize import quantize_fp16
 
 

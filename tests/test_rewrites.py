@@ -75,9 +75,10 @@ def test_chunked_attention_graph_holds_no_full_score_tensor(stress_net, tmp_path
 def test_rewrites_really_swapped_modules(fresh_net):
     vit = fresh_net.backbone.pretrained
     rewrites.bake_rope(vit, *SMALL)
-    rewrites.split_qkv(vit)
+    assert rewrites.split_qkv(vit) == 12  # DA3-Small: 12 blocks, one Attention each
     rewrites.fold_layerscale(vit)
-    rewrites.replace_transpose_convs(fresh_net.head, "pixel_shuffle")
+    # The DPT head's 4x and 2x upsampling projections; its other two resize layers are not transpose convs.
+    assert rewrites.replace_transpose_convs(fresh_net.head, "pixel_shuffle") == 2
     rewrites.shorten_output_sums(fresh_net.head)
     assert all(isinstance(b.attn, rewrites.SplitQKVAttention) for b in vit.blocks)
     last = fresh_net.head.scratch.output_conv2
@@ -85,6 +86,24 @@ def test_rewrites_really_swapped_modules(fresh_net):
     assert sum(isinstance(b.attn.rope, rewrites.BakedRope) for b in vit.blocks) == 8  # blocks 4..11
     assert all(isinstance(b.ls1, nn.Identity) and isinstance(b.ls2, nn.Identity) for b in vit.blocks)
     assert not any(isinstance(m, nn.ConvTranspose2d) for m in fresh_net.modules())
+
+
+def test_swap_modules_swaps_each_match_whole_and_once():
+    shared = nn.LayerNorm(4)
+    inner = nn.Sequential(nn.LayerNorm(4))
+    model = nn.ModuleDict({"a": nn.Sequential(shared, nn.Linear(4, 4)), "b": nn.Sequential(nn.Linear(4, 4), shared),
+                           "c": nn.Sequential(inner)})
+    assert rewrites.swap_modules(model, lambda m: isinstance(m, nn.LayerNorm), lambda m: nn.Identity()) == 2
+    assert model["a"][0] is model["b"][1] and isinstance(model["a"][0], nn.Identity)  # a tie stays a tie
+    assert isinstance(inner[0], nn.Identity)
+    # A match is swapped whole: the walk does not go into it (c's inner Sequential is not offered).
+    offered = []
+    assert rewrites.swap_modules(model, lambda m: isinstance(m, nn.Sequential),
+                                 lambda m: offered.append(m) or nn.Identity()) == 3
+    assert [type(m) for m in model.values()] == [nn.Identity] * 3 and inner not in offered
+    # The model itself is never swapped.
+    norm = nn.LayerNorm(4)
+    assert rewrites.swap_modules(norm, lambda m: isinstance(m, nn.LayerNorm), lambda m: nn.Identity()) == 0
 
 
 @pytest.mark.parametrize("kernel, groups", [(3, 1), (3, 4), (1, 4), (5, 2)])
@@ -141,11 +160,12 @@ def test_prescaled_layernorms_are_bit_exact(stress_net, fresh_net, shift):
     for reference, net in ((stress_net, fresh_net), (stress_model(0, outliers=True), None)):
         net = net or copy.deepcopy(reference)
         norms = sum(isinstance(m, nn.LayerNorm) for part in (net.backbone, net.head) for m in part.modules())
-        rewrites.prescale_layernorms(net.backbone, shift)
-        rewrites.prescale_layernorms(net.head, shift)
+        swapped = rewrites.prescale_layernorms(net.backbone, shift) + rewrites.prescale_layernorms(net.head, shift)
         modules = [*net.backbone.modules(), *net.head.modules()]
         # 12 blocks x (norm1, norm2), 8 x (q_norm, k_norm), the final norm, the head's and its aux head's
-        assert norms == 43 and sum(isinstance(m, rewrites.PrescaledLayerNorm) for m in modules) == norms
+        assert norms == swapped == 43 and sum(isinstance(m, rewrites.PrescaledLayerNorm) for m in modules) == norms
+        # The aux head's norm, tied across its four output convs, is still one module.
+        assert len({id(branch[2]) for branch in net.head.scratch.output_conv2_aux}) == 1
         assert not any(isinstance(m, nn.LayerNorm) for m in modules)
         assert_same_depth(reference, net, SMALL, exact=True)
 

@@ -17,7 +17,7 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 from huggingface_hub.utils import hf_raise_for_status
 from torch import nn
 
-from da3_litert_farm.core import memory, system_packages
+from da3_litert_farm.core import peak_memory, system_packages
 from da3_litert_farm.gpu import host_lock
 from da3_litert_farm.model import checkpoint
 from da3_litert_farm.model.official import CheckpointError, load_hub_weights, save_hub_weights
@@ -125,9 +125,9 @@ def test_another_user_waits_for_a_gpu_check_started_by_root(monkeypatch):
 
 
 def test_ru_maxrss_is_kilobytes_on_linux_and_bytes_on_macos():
-    assert memory.maxrss_to_mib(2_097_152, "linux") == 2048.0  # 2 GiB as Linux reports it, in KiB
-    assert memory.maxrss_to_mib(2_147_483_648, "darwin") == 2048.0  # the same 2 GiB on macOS, in bytes
-    assert memory.maxrss_to_mib(524_288, "freebsd14") == 512.0
+    assert peak_memory.maxrss_to_mib(2_097_152, "linux") == 2048.0  # 2 GiB as Linux reports it, in KiB
+    assert peak_memory.maxrss_to_mib(2_147_483_648, "darwin") == 2048.0  # the same 2 GiB on macOS, in bytes
+    assert peak_memory.maxrss_to_mib(524_288, "freebsd14") == 512.0
 
 
 def _proc_kib(path: str, key: str) -> int:
@@ -138,7 +138,7 @@ def _proc_kib(path: str, key: str) -> int:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the kernel's own figures in /proc")
 def test_peak_rss_is_in_mib_here():
     high_water = _proc_kib("/proc/self/status", "VmHWM") / 1024  # read first: the peak only grows
-    peak = memory.peak_rss_mib()
+    peak = peak_memory.peak_rss_mib()
     # Not below the kernel's high-water mark for this process (less 1 MiB: getrusage reads the
     # per-thread RSS counters before they are folded in), not above the machine's memory. It may
     # well be above the high-water mark: ru_maxrss carries over a parent's peak across exec.

@@ -1,12 +1,9 @@
-"""Bundle stage: the shipped file of every aspect merged into one .tflite, a signature per aspect.
+"""The bundle's gates: each signature of the bundle is its single file, on the CPU and on the GPU.
 
-Run by the DVC stage in stages/bundle.py.
-
-An app that supports several camera aspects ships this one file instead of one per aspect:
-the FP16 weights, byte-identical in every aspect's file, are stored once
-(da3_litert_farm.convert.tflite_bundle). Signature key = aspect name; each signature's input and
-output keep their single file's names. Gates (a failure names the aspect and the figure, and
-nothing is written):
+Run by the DVC stage in stages/bundle.py. The bundle itself (every aspect's shipped file merged into
+one .tflite, a signature per aspect, the FP16 weights stored once) is built by
+da3_litert_farm.convert.tflite_bundle; `check_bundle` builds it from the verified files and passes
+it through every gate (a failure names the aspect and the figure, and nothing is kept):
 - structure: each signature's subgraph is its single file's (operators, tensor shapes and
   types, buffer bytes): what carries the single files' CPU and GPU checks over to the bundle;
 - cpu: each signature's CPU output is bitwise its single file's, on the first validation photo;
@@ -16,8 +13,7 @@ nothing is written):
 - sharing: the bundle is at most the largest single file, plus every other aspect's shape
   part (its bytes that are not FP16 weights), plus 1 MB.
 Also records what each aspect adds to the bundle and what loading it costs next to one
-single file (da3_litert_farm.gpu.load_cost). Being the first stage that gathers every aspect, it
-first clears what aspects dropped from params.yaml left behind (da3_litert_farm.ops.prune).
+single file (da3_litert_farm.gpu.load_cost).
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.gpu import load_cost
 from da3_litert_farm.convert import tflite_bundle
@@ -39,7 +36,7 @@ from da3_litert_farm.checks.shipped import Shipped, verified
 SHARING_SLACK_BYTES = 1_000_000  # the bundle's own graph and metadata, and rounding
 
 
-class BundleGateError(RuntimeError):
+class BundleGateError(FarmError, RuntimeError):
     def __init__(self, failures: list[str]):
         super().__init__("; ".join(failures))
         self.failures = failures
@@ -108,19 +105,17 @@ def check_sharing(bundle_bytes: int, singles: list[Shipped], parts: dict[str, tf
                   "were they all built from the same checkpoint?"]
 
 
-def build_bundle(params: Params, out_dir: Path) -> dict:
-    """Write the bundle into `out_dir`, check it, return its record; raise BundleGateError on any failure."""
+def check_bundle(params: Params, out_dir: Path) -> dict:
+    """Build the bundle of every verified aspect into `out_dir`, gate it, return its record;
+    raise BundleGateError on any failure."""
     started = time.time()
-    # Signatures in name order: the same aspects give the same file, whatever their order in params.yaml.
+    # In name order, the order of the bundle's signatures (and of the record's).
     singles = [verified(params.aspects[name]) for name in sorted(params.aspects)]
-    bundle_file = out_dir / paths.BUNDLE_MODEL.name
-    bundle_file.write_bytes(tflite_bundle.merge({s.aspect.name: s.file for s in singles}))
+    built = tflite_bundle.build_bundle({s.aspect.name: s.file for s in singles}, out_dir)
+    bundle_file, parts, own = built.file, built.parts, built.own
     photo = params.validation.gpu_photos[0]  # gpu@ recorded its GPU map
-    parts = {s.aspect.name: tflite_bundle.file_bytes(s.file) for s in singles}
-    own = tflite_bundle.own_bytes({s.aspect.name: s.file for s in singles})
-    bundle_bytes = bundle_file.stat().st_size
     failures = check_structure(bundle_file, singles) + check_cpu(bundle_file, singles, photo)
-    sharing, sharing_failures = check_sharing(bundle_bytes, singles, parts, own)
+    sharing, sharing_failures = check_sharing(built.bytes, singles, parts, own)
     failures += sharing_failures
     reference = smallest(singles)
     if params.validation.gpu == "skip":
@@ -140,9 +135,9 @@ def build_bundle(params: Params, out_dir: Path) -> dict:
     return {
         "file": paths.BUNDLE_MODEL.as_posix(),
         "sha256": fileio.sha256_file(bundle_file),
-        "bytes": bundle_bytes,
+        "bytes": built.bytes,
         "singles_bytes": singles_bytes,
-        "ratio_to_singles": bundle_bytes / singles_bytes,
+        "ratio_to_singles": built.bytes / singles_bytes,
         "signatures": [{"signature": s.aspect.name, "aspect": s.aspect.name, "height": s.aspect.height,
                         "width": s.aspect.width, "file": s.file.as_posix(), "sha256": s.sha256,
                         "bytes": parts[s.aspect.name].total, "fp16_weight_bytes": parts[s.aspect.name].fp16_weights,

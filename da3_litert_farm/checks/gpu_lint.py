@@ -23,7 +23,7 @@ from ai_edge_litert.tools import flatbuffer_utils
 
 from da3_litert_farm.core.fileio import sha256_file
 from da3_litert_farm.convert.quantize import FP16_OPS
-from da3_litert_farm.core.gpu_memory import MIB, fp16_bytes
+from da3_litert_farm.core.tensor_plan import MIB, fp16_bytes
 
 MAX_RANK = 4
 
@@ -131,7 +131,7 @@ class _Graph:
 
 def lint(path: str | Path, require_fp16: bool, max_tensor_bytes: int | None = None) -> LintReport:
     """Check one .tflite file; `require_fp16` for the shipped (quantized) file; `max_tensor_bytes`
-    bounds the largest tensor in FP16 as the GPU stores it (da3_litert_farm.core.gpu_memory)."""
+    bounds the largest tensor in FP16 as the GPU stores it (da3_litert_farm.core.tensor_plan)."""
     model = flatbuffer_utils.read_model(str(path))
     problems: list[str] = []
     histogram: Counter[str] = Counter()

@@ -21,7 +21,7 @@ from da3_litert_farm.model.weights import load_official_from_dir
 from da3_litert_farm.checks.agreement import gate_fidelity, worst_case
 from da3_litert_farm.checks.fidelity import TFLiteModel, fidelity_per_photo
 from da3_litert_farm.checks.gpu_lint import lint
-from da3_litert_farm.core.gpu_memory import MIB
+from da3_litert_farm.core.tensor_plan import MIB
 from da3_litert_farm.checks.letterbox import letterbox_penalty
 from da3_litert_farm.config.params import Params
 

@@ -8,6 +8,8 @@ The merge copies every file's subgraph as it is: the same operators, tensors and
 the same bytes become one buffer, which is what stores the FP16 weights once: every aspect
 converted from the same checkpoint carries byte-identical weights. `subgraph_structure`
 describes a subgraph without indices, so a bundle's subgraph can be compared with its single file.
+`build_bundle` writes the bundle of the shipped files and says what each one weighs in it; the
+gates that check it against its single files are da3_litert_farm.checks.bundle.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
+from da3_litert_farm.core import paths
+from da3_litert_farm.core.errors import FarmError
 
-class BundleError(ValueError):
+
+class BundleError(FarmError, ValueError):
     """The files cannot be merged; the message names the aspect and the reason."""
 
 
@@ -35,6 +40,26 @@ class FileBytes:
     @property
     def shape_part(self) -> int:
         return self.total - self.fp16_weights
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle as written: its file and size, and what each aspect's single file weighs in it."""
+
+    file: Path
+    bytes: int
+    parts: dict[str, FileBytes]  # per aspect: its single file's bytes, FP16 weights and the rest
+    own: dict[str, int]  # per aspect: the bytes of its single file that no other aspect's holds
+
+
+def build_bundle(files: dict[str, Path], out_dir: Path) -> Bundle:
+    """Merge the shipped files (aspect -> single-signature .tflite) into `out_dir`'s bundle file."""
+    # Signatures in name order: the same aspects give the same file, whatever order they come in.
+    ordered = {name: Path(files[name]) for name in sorted(files)}
+    bundle_file = Path(out_dir) / paths.BUNDLE_MODEL.name
+    bundle_file.write_bytes(merge(ordered))
+    return Bundle(bundle_file, bundle_file.stat().st_size, {name: file_bytes(path) for name, path in ordered.items()},
+                  own_bytes(ordered))
 
 
 def read(path: Path | str):

@@ -40,7 +40,7 @@ from da3_litert_farm.gpu.gpu_runtime import GpuModel
 from da3_litert_farm.model.mono_depth import MonoDepth, RewriteOptions
 from da3_litert_farm.model.official import official_depth
 from da3_litert_farm.model.patch import export_program, shipped_options
-from da3_litert_farm.core import memory
+from da3_litert_farm.core import peak_memory
 from da3_litert_farm.core.photos import PHOTOS
 from da3_litert_farm.model.photo_input import load_photo_tensor
 from da3_litert_farm.convert.quantize import quantize_fp16
@@ -68,7 +68,7 @@ def convert_in_subprocess(program: Path, out: Path) -> tuple[float, float]:
         if proc.returncode != 0:
             log.seek(0)
             raise RuntimeError(f"conversion failed:\n{log.read().decode()[-3000:]}")
-    return time.time() - started, memory.maxrss_to_mib(usage.ru_maxrss)
+    return time.time() - started, peak_memory.maxrss_to_mib(usage.ru_maxrss)
 
 
 def bench_gpu(model_file: Path, official, photo: str, height: int, width: int) -> dict:

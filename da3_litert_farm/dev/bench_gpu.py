@@ -106,7 +106,7 @@ def op_graphs(tokens: int) -> dict[str, tuple[bytes, int]]:
     import numpy as np
     from ai_edge_litert import schema_py_generated as s
 
-    from da3_litert_farm.core.gpu_memory import HEADS, MLP_HIDDEN
+    from da3_litert_farm.core.tensor_plan import HEADS, MLP_HIDDEN
     from da3_litert_farm.gpu.gpu_runtime import one_op_model_bytes
 
     width, head_dim = 384, 384 // HEADS
@@ -186,7 +186,7 @@ def measure(aspect: str, photos: tuple[str, ...], use_perf: bool, ops: bool = Fa
     record["graph"] = {"gmac": round(lint["macs"] / 1e9, 2), "gmac_per_s": round(
         lint["macs"] / 1e9 / (sum(x["queue_s"] for x in later) / len(later)), 2)}
     if ops:
-        from da3_litert_farm.core.gpu_memory import plan_tensors
+        from da3_litert_farm.core.tensor_plan import plan_tensors
 
         record["ops"] = measure_ops(plan_tensors(target.height, target.width, 1 << 40).tokens)
     return record

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from da3_litert_farm.core import memory
+from da3_litert_farm.core import peak_memory
 
 ACCELERATORS = ("cpu", "gpu")
 
@@ -34,7 +34,7 @@ def peak_rss_mib() -> float:
         for line in status.read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024  # kB
-    return memory.peak_rss_mib()
+    return peak_memory.peak_rss_mib()
 
 
 def load(path: Path | str, accelerator: str) -> dict:

@@ -32,7 +32,7 @@ class RewriteOptions:
     split_qkv: bool = True
     fold_layerscale: bool = True
     upsampler: rewrites.Upsampler | None = "pixel_shuffle"  # None keeps TRANSPOSE_CONV
-    attention_query_chunk: int | None = None  # from da3_litert_farm.core.gpu_memory; needs split_qkv
+    attention_query_chunk: int | None = None  # from da3_litert_farm.core.tensor_plan; needs split_qkv
     # LayerNorms see x * 2^-shift: FP16 headroom for x*x on channels up to 256 * 2^shift (see
     # rewrites.PrescaledLayerNorm; measured with da3_litert_farm.dev.precision).
     layernorm_shift: int | None = 4

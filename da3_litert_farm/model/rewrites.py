@@ -1,10 +1,11 @@
 """GPU-clean rewrites of the official DA3 modules. Every one is exact (two move or reorder roundings).
 
 Each rewrite is a small named transform. The module-level ones work like torchao's
-`quantize_`: a function over an official model that swaps matching submodules in place,
-keeping the official call signature, so the official forward still runs on the result
-(that is how the tests prove each one exact on its own). The shape-specific ones build the
-constants that `da3_litert_farm.model.mono_depth` bakes into its single-view forward.
+`quantize_`: a function over an official model that swaps matching submodules in place
+(one walk for all of them, `swap_modules`), keeping the official call signature, so the
+official forward still runs on the result (that is how the tests prove each one exact on its
+own). The shape-specific ones build the constants that `da3_litert_farm.model.mono_depth` bakes
+into its single-view forward.
 
 Why the GPU needs them: the LiteRT GPU delegate (ML Drift) takes only static graphs of
 tensors of rank <= 4 and rejects GATHER/GATHER_ND, BROADCAST_TO, TRANSPOSE_CONV and
@@ -14,7 +15,7 @@ SELECT_V2; `da3_litert_farm.checks.gpu_lint` checks the exported file for exactl
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import torch
@@ -27,6 +28,30 @@ from torch import nn
 
 Upsampler = Literal["pixel_shuffle", "zero_stuff"]
 UPSAMPLERS: tuple[str, ...] = ("pixel_shuffle", "zero_stuff")
+
+
+def swap_modules(model: nn.Module, matches: Callable[[nn.Module], bool],
+                 replace: Callable[[nn.Module], nn.Module]) -> int:
+    """Replace every submodule of `model` for which `matches` is true by `replace(submodule)`, in
+    place; return how many modules were replaced.
+
+    A matching module is swapped whole: the walk does not go into it. One module registered under
+    several parents (a tied norm) gets one replacement, so it stays tied. `model` itself is not
+    swapped.
+    """
+    replaced: dict[int, nn.Module] = {}
+
+    def walk(parent: nn.Module) -> None:
+        for name, child in list(parent.named_children()):
+            if matches(child):
+                if id(child) not in replaced:
+                    replaced[id(child)] = replace(child)
+                setattr(parent, name, replaced[id(child)])
+            else:
+                walk(child)
+
+    walk(model)
+    return len(replaced)
 
 
 # --------------------------------------------------------------------------- backbone
@@ -157,12 +182,9 @@ class SplitQKVAttention(nn.Module):
         return self.proj(x.transpose(1, 2).reshape(b, n, c))
 
 
-def split_qkv(model: nn.Module) -> None:
-    """Swap every official `Attention` for an equivalent `SplitQKVAttention`, in place."""
-    for parent in list(model.modules()):
-        for name, child in parent.named_children():
-            if isinstance(child, Attention):
-                setattr(parent, name, SplitQKVAttention(child))
+def split_qkv(model: nn.Module) -> int:
+    """Swap every official `Attention` for an equivalent `SplitQKVAttention`, in place; return how many."""
+    return swap_modules(model, lambda m: isinstance(m, Attention), SplitQKVAttention)
 
 
 def chunk_attention_queries(model: nn.Module, query_chunk: int) -> None:
@@ -170,7 +192,7 @@ def chunk_attention_queries(model: nn.Module, query_chunk: int) -> None:
 
     Replaces: one [1, heads, N, N] score tensor per block. At 896x896 (N = 4097) it is about
     200 MB in FP16, over WebGPU's default 128 MiB storage-buffer binding, which some phone
-    drivers enforce (or silently break above). `da3_litert_farm.core.gpu_memory` picks the chunk.
+    drivers enforce (or silently break above). `da3_litert_farm.core.tensor_plan` picks the chunk.
     Exact: softmax and the weighted sum of values are per query row, so each row is the same
     computation over the same keys; only the rows are computed in groups (slices of q are
     rank-4 STRIDED_SLICEs, joined with one CONCATENATION).
@@ -225,15 +247,10 @@ class PrescaledLayerNorm(nn.Module):
         return F.layer_norm(x * self.scale, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
-def prescale_layernorms(model: nn.Module, shift: int) -> None:
+def prescale_layernorms(model: nn.Module, shift: int) -> int:
     """Swap every nn.LayerNorm in `model` for a PrescaledLayerNorm by 2^-shift (a norm shared by
-    several paths, like the head's tied aux norm, stays one module)."""
-    swapped: dict[int, PrescaledLayerNorm] = {}
-    for name, module in list(model.named_modules(remove_duplicate=False)):
-        if isinstance(module, nn.LayerNorm):
-            parent_name, _, leaf = name.rpartition(".")
-            replacement = swapped.setdefault(id(module), PrescaledLayerNorm(module, shift))
-            setattr(model.get_submodule(parent_name), leaf, replacement)
+    several paths, like the head's tied aux norm, stays one module); return how many."""
+    return swap_modules(model, lambda m: isinstance(m, nn.LayerNorm), lambda norm: PrescaledLayerNorm(norm, shift))
 
 
 class ShortSumConv2d(nn.Module):
@@ -456,15 +473,12 @@ def _check_patchify_deconv(deconv: nn.ConvTranspose2d) -> None:
         raise ValueError(f"only ConvTranspose2d with kernel == stride and no padding is exact here: {deconv}")
 
 
-def replace_transpose_convs(model: nn.Module, upsampler: Upsampler) -> None:
-    """Swap every kernel==stride ConvTranspose2d for an exact GPU-clean upsampler, in place."""
+def replace_transpose_convs(model: nn.Module, upsampler: Upsampler) -> int:
+    """Swap every kernel==stride ConvTranspose2d for an exact GPU-clean upsampler, in place; return how many."""
     cls = {"pixel_shuffle": PixelShuffleUpsample, "zero_stuff": ZeroStuffUpsample}.get(upsampler)
     if cls is None:
         raise ValueError(f"upsampler {upsampler!r} is not one of {UPSAMPLERS}")
-    for parent in list(model.modules()):
-        for name, child in parent.named_children():
-            if isinstance(child, nn.ConvTranspose2d):
-                setattr(parent, name, cls(child))
+    return swap_modules(model, lambda m: isinstance(m, nn.ConvTranspose2d), cls)
 
 
 class SeparableUVPosEmbed(nn.Module):

@@ -3,7 +3,7 @@
 from ai_edge_litert.tools import flatbuffer_utils
 
 from da3_litert_farm.checks.gpu_lint import lint
-from da3_litert_farm.core.gpu_memory import MIB, fp16_bytes, plan_tensors, query_chunk_for
+from da3_litert_farm.core.tensor_plan import MIB, fp16_bytes, plan_tensors, query_chunk_for
 from tests.conftest import SMALL
 
 

@@ -6,7 +6,7 @@ and ML Drift keeps each tensor in one buffer. So the largest tensor, in FP16 byt
 lays it out (the last axis padded to a multiple of 4, ML Drift's PHWC4 slices), must stay
 under a limit (`max_tensor_mib` in params.yaml).
 
-DA3-Small's largest tensors, all measured in its converted graph (tests/test_gpu_memory.py):
+DA3-Small's largest tensors, all measured in its converted graph (tests/test_tensor_plan.py):
 - attention scores [1, heads, N, N], N = 1 + tokens: quadratic in the token count. An exact
   rewrite (`rewrites.SplitQKVAttention` with a query chunk) computes them for a slice of the
   queries at a time, so only [1, heads, chunk, N] exists at once;

@@ -78,3 +78,21 @@ def test_closest_aspect_tie_prefers_larger_model_then_name():
     a = plan_aspect("a", {"ratio": "3:4"})
     b = plan_aspect("b", {"ratio": "4:3"})
     assert closest_aspect([b, a], 500, 500)[0].name == "a"
+
+
+@pytest.mark.parametrize("camera, expected", [
+    ((4032, 3024), "4x3"), ((3024, 4032), "3x4"),  # stills: the main sensor's 4:3, sideways and upright
+    ((1920, 1080), "16x9"), ((1080, 1920), "9x16"),  # video
+])
+def test_default_aspects_cover_every_phone_camera_frame(camera, expected):
+    """The shipped params.yaml: each frame a phone camera delivers gets a model within one patch of its ratio."""
+    from pathlib import Path
+
+    from da3_litert_farm.config.params import load_params
+
+    params = load_params(Path(__file__).parents[1] / "params.yaml", checkpoint_files=False)
+    aspect, _ = closest_aspect(list(params.aspects.values()), *camera)
+    assert aspect.name == expected
+    # The centre crop keeps all but a sliver: the short side is the nearest multiple of 14 (half a patch off at most).
+    kept = min(camera[0] / camera[1] * aspect.height / aspect.width, camera[1] / camera[0] * aspect.width / aspect.height)
+    assert kept > 1 - 7 / 504

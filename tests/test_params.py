@@ -45,14 +45,14 @@ DELETE = object()
 def test_repository_params_are_valid():
     params = load_params(REPO / "params.yaml")
     assert {a: (x.height, x.width) for a, x in params.aspects.items()} == {
-        "9x16": (896, 504), "3x4": (896, 672), "16x9": (504, 896)}
+        "9x16": (896, 504), "3x4": (896, 672), "4x3": (672, 896), "16x9": (504, 896)}
     assert params.checkpoint.source == "hub"
     assert params.validation.min_pearson == 0.99999
     assert params.validation.gpu == "required" and params.max_tensor_mib == 128
 
 
 def test_a_square_896_aspect_fits_by_chunking_attention():
-    from da3_litert_farm.core.gpu_memory import MIB, plan_tensors
+    from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 
     params = parse_params(edited(aspects__square={"ratio": "1:1"}))
     square = params.aspect("square")
@@ -230,6 +230,8 @@ def minimal_catalog() -> dict:
         "schema_version": 1, "name": "da3-small-litert", "version": "0.1.0", "created": "2026-01-01T00:00:00Z",
         "checkpoint": {"source": "random", "repo": None, "revision": None, "resolved_revision": None, "path": None,
                        "seed": 0, "model_name": "da3-small", "weights_sha256": "0" * 64},
+        "license": {"code": "Apache-2.0", "weights": "none: stress weights", "weights_source": "random, seed 0",
+                    "attribution": None},
         "tools": {t: "1.0" for t in ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer",
                                      "depth-anything-3", "dvc")},
         "models": [model],

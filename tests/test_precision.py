@@ -131,7 +131,7 @@ def test_profiler_names_a_bad_aspect_before_any_work():
     result = subprocess.run([sys.executable, "-m", "da3_litert_farm.dev.precision", "21x9"], cwd=REPO,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
-    assert "precision 21x9: aspect '21x9' is not in params.yaml; configured: ['16x9', '3x4', '9x16']" in result.stderr
+    assert "precision 21x9: aspect '21x9' is not in params.yaml; configured: ['16x9', '3x4', '4x3', '9x16']" in result.stderr
 
 
 def test_profiler_refuses_a_bad_layernorm_shift():

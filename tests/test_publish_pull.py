@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -666,3 +667,87 @@ def test_show_lists_what_a_published_version_holds(remotes, tmp_path):
                                 cwd=tmp_path))
     assert [(r["aspect"], r["sha256"]) for r in shown["models"]] == [(m["aspect"], m["sha256"]) for m in catalog["models"]]
     assert shown["weights"]["kind"] == "stress" and shown["tools"] == catalog["tools"]
+
+
+# ---- the README's recipes, line by line as printed ----
+
+def readme_block(heading: str) -> list[str]:
+    """The lines of the first ```sh block after `heading` in README.md, comments kept (they may be steps)."""
+    text = (REPO / "README.md").read_text()
+    after = text[text.index(heading):]
+    block = after[after.index("```sh\n") + len("```sh\n"):]
+    return [line for line in block[:block.index("```")].splitlines() if line.strip()]
+
+
+def sh(line: str, cwd: Path, env: dict) -> str:
+    proc = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, f"$ {line}\n{proc.stdout}{proc.stderr}"[-6000:]
+    return proc.stdout + proc.stderr
+
+
+def test_the_readmes_publish_and_app_recipes_run_as_printed(published, module_dir):
+    """A clone of a built farm follows README's Publish section to a real S3 server, then an app build follows
+    its first section from a fresh venv. What the test supplies: the placeholders (bucket, endpoint, repository,
+    version), the version bump the README asks for in a comment, `ARGS` in the environment (stress weights and a
+    skipped GPU check need their flags) and `--allow-stress` on `farm pull`, for the same reason."""
+    _, origin = published
+    work = module_dir("readme")
+    version = "0.9.0"
+    with s3_server(work) as s3:
+        farm = Farm(work / "farm")
+        run("git", "clone", "-q", origin.root, farm.root, cwd=work, env=origin.env)
+        farm.git("remote", "remove", "origin")
+        farm.git("config", "user.email", "t@t")
+        farm.git("config", "user.name", "t")
+        farm.dvc("config", "--local", "cache.dir", str(origin.root / ".dvc" / "cache"))
+        farm.dvc("checkout", "-q")
+        # The venv `make` made once, untouched since (its stamp newer than pyproject.toml and the Makefile).
+        (farm.root / ".venv").symlink_to(Path(sys.executable).parents[1])
+        for made_before in ("pyproject.toml", "Makefile"):
+            os.utime(farm.root / made_before, (1e9, 1e9))
+        env = {**farm.env, **s3.credentials(), "ARGS": " ".join(ALLOW)}
+
+        for line in readme_block("**Publish**"):
+            if line.lstrip().startswith("#"):
+                if "bump catalog.version" in line:
+                    doc = farm.params
+                    doc["catalog"]["version"] = version
+                    farm.set_params(doc)
+                continue
+            line = re.sub(r"\s+#.*$", "", line)
+            line = line.replace("s3://BUCKET/da3-farm", f"s3://{s3.bucket}/readme")
+            line = line.replace("[ENDPOINT=https://...]", f"ENDPOINT={s3.endpoint}")
+            out = sh(line, farm.root, env)
+        assert f"published da3-small-litert {version} as catalog/v{version}" in out
+        assert farm.git("status", "--porcelain") == ""
+        assert f"url = s3://{s3.bucket}/readme" in farm.git("show", f"catalog/v{version}:.dvc/config")
+
+        app = work / "app-build"
+        app.mkdir()
+        venv = app / "venv"
+        run(sys.executable, "-m", "venv", venv, cwd=app, env=env)
+        app_env = {**{k: v for k, v in env.items() if k != "VIRTUAL_ENV"}, "HOME": str(app),
+                   "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+        outputs = []
+        for line in readme_block("## Use a model in an app"):
+            line = re.sub(r"\s+#.*$", "", line).replace("git+<farm repo url>", f"git+file://{farm.root}")
+            line = re.sub(r"--repo R\b", f"--repo {farm.root}", line).replace("0.1.0", version)
+            if line.startswith("farm pull"):
+                line += " --allow-stress"
+            outputs.append(sh(line, app, app_env))
+        assert "torch" not in run(venv / "bin" / "python", "-m", "pip", "list", cwd=app, env=app_env).lower()
+        catalog = catalog_at(farm, version)
+        shipped = {m["aspect"]: m["sha256"] for m in catalog["models"]}
+        assets = app / "app" / "src" / "main" / "assets" / "depth"
+        by_name = {p.name: sha256_file(p) for p in assets.glob("*.tflite")}
+        assert sorted(by_name.values()) == sorted([shipped["3x4"], catalog["bundle"]["sha256"]])
+        assert any(version in o for o in outputs) and any("-> 3x4" in o for o in outputs)
+        for sidecar in assets.glob("*.json"):
+            assert json.loads(sidecar.read_text())["license"] == catalog["license"]
+
+
+def test_a_repository_that_never_published_says_how_to(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path / "fresh")], check=True)
+    out = farm_cli("show", "--repo", tmp_path / "fresh", "--version", "0.1.0", env=os.environ, cwd=tmp_path, ok=False)
+    assert "catalog version '0.1.0' is not published" in out and "published: none" in out
+    assert "`make publish` after `make farm`" in out

@@ -50,16 +50,19 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.client.remote import RemoteError, download, dvc_url, missing_plugin
 from da3_litert_farm.client.show import format_summary, summary
 from da3_litert_farm.core import fileio
 from da3_litert_farm.core.aspects import Aspect, Shape, closest_aspect
-from da3_litert_farm.core.releases import GitError, published_versions, stress_warning, tag_for
+from da3_litert_farm.core.licensing import catalog_license
+from da3_litert_farm.core.git import GitError
+from da3_litert_farm.core.releases import published_versions, stress_warning, tag_for
 
 SIDECAR_VERSION = 1
 
 
-class PullError(RuntimeError):
+class PullError(FarmError, RuntimeError):
     pass
 
 
@@ -77,8 +80,10 @@ def read_catalog(repo: str, version: str) -> dict:
     except GitError as exc:
         raise PullError(f"cannot read the versions of {repo}: {exc}") from None
     if version not in known:
+        hint = ("" if known else "; a farm publishes a version with `make publish` after `make farm` "
+                "(docs/publishing.md), so a fresh clone of the farm has none until then")
         raise PullError(f"catalog version {version!r} is not published in {repo} (no tag {tag_for(version)}); "
-                        f"published: {', '.join(known) or 'none'}")
+                        f"published: {', '.join(known) or 'none'}{hint}")
     api, dvc_error = _dvc_api()
     try:
         return json.loads(api.read("artifacts/catalog.json", repo=dvc_url(repo), rev=tag_for(version)))
@@ -151,6 +156,7 @@ def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str)
         "output": entry["output"],
         "fidelity": entry["fidelity"],
         "gpu": entry.get("gpu", {"checked": False, "reason": "catalog made before the farm ran a GPU check"}),
+        "license": catalog_license(catalog),
         "stress_weights": stress_warning(catalog) is not None,
         "warning": stress_warning(catalog),
     }
@@ -177,6 +183,7 @@ def bundle_sidecar(catalog: dict, repo: str, model_file: str) -> dict:
                         **{k: models[s["aspect"]][k] for k in ("input", "output", "fidelity", "gpu")}}
                        for s in bundle["signatures"]],
         "load": bundle["load"],
+        "license": catalog_license(catalog),
         "stress_weights": stress_warning(catalog) is not None,
         "warning": stress_warning(catalog),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from da3_litert_farm.core.licensing import catalog_license
 from da3_litert_farm.core.releases import stress_warning
 
 
@@ -42,6 +43,7 @@ def summary(catalog: dict) -> dict:
         "models": rows,
         "bundle": {"megabytes": round(bundle["bytes"] / 1e6, 2), "sha256": bundle["sha256"],
                    "signatures": [s["signature"] for s in bundle["signatures"]]} if bundle else None,
+        "license": catalog_license(catalog),
         "tools": catalog.get("tools", {}),
     }
 
@@ -67,5 +69,8 @@ def format_summary(s: dict) -> str:
                      f"{', '.join(b['signatures'])}")
     lines.append("1-r: 1 - Pearson r, worst photo; rel: mean relative error, worst photo; both against the official "
                  "FP32 model (CPU: XNNPACK; GPU: LiteRT's GPU accelerator, FP16)")
+    lic = s["license"]
+    lines.append(f"license: code {lic['code']}; weights {lic['weights']}"
+                 + (f"; credit: {lic['attribution']}" if lic["attribution"] else ""))
     lines.append("tools: " + ", ".join(f"{k} {v}" for k, v in s["tools"].items()))
     return "\n".join(lines)

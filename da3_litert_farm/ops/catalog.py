@@ -15,8 +15,10 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.config.params import Params, validator_for
+from da3_litert_farm.core.licensing import license_entry
 from da3_litert_farm.core.photos import PREPROCESSING
 from da3_litert_farm.core.releases import stress_warning
 from da3_litert_farm.checks.shipped import verified
@@ -33,7 +35,7 @@ OUTPUT_MEANING = (
 )
 
 
-class CatalogError(RuntimeError):
+class CatalogError(FarmError, RuntimeError):
     pass
 
 
@@ -151,6 +153,7 @@ def build_catalog(params: Params, created: str | None = None) -> dict:
         "version": params.catalog.version,
         "created": created or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "checkpoint": provenance,
+        "license": license_entry(provenance),
         "tools": tool_versions(),
         "models": [model_entry(params, name) for name in params.aspects],
     }

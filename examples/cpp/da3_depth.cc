@@ -1,0 +1,179 @@
+// Runs one signature of a farm .tflite (a single file or the bundle) with LiteRT's C API.
+//
+//   da3_depth MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 [cpu|gpu]
+//
+// INPUT.f32 is the preprocessed input, raw float32 [1, 3, H, W] (NCHW, ImageNet-normalized: see
+// docs/app-integration.md); OUTPUT.f32 gets the raw float32 [1, 1, H, W] depth. SIGNATURE is a signature key
+// ("9x16", ...; a single file's own key is "serving_default"). `gpu` asks for the GPU accelerator and falls
+// back to the CPU when it cannot be created. Prints the shapes and the accelerator that ran.
+//
+// Build: examples/cpp/build.sh (g++ against the libLiteRt.so of the ai-edge-litert wheel).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "litert_c_api.h"
+
+namespace {
+
+bool Ok(LiteRtStatus status, const char* what) {
+  if (status != kLiteRtStatusOk) std::fprintf(stderr, "da3_depth: %s failed: LiteRtStatus %d\n", what, status);
+  return status == kLiteRtStatusOk;
+}
+
+size_t Elements(const LiteRtRankedTensorType& type) {
+  size_t n = 1;
+  for (unsigned i = 0; i < type.layout.rank; ++i) n *= static_cast<size_t>(type.layout.dimensions[i]);
+  return n;
+}
+
+std::string Shape(const LiteRtRankedTensorType& type) {
+  std::string s = "[";
+  for (unsigned i = 0; i < type.layout.rank; ++i) s += (i ? ", " : "") + std::to_string(type.layout.dimensions[i]);
+  return s + "]";
+}
+
+bool ReadFile(const char* path, std::vector<char>* data) {
+  FILE* f = std::fopen(path, "rb");
+  if (!f) return false;
+  char chunk[1 << 16];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) data->insert(data->end(), chunk, chunk + n);
+  std::fclose(f);
+  return true;
+}
+
+// Releases whatever was created, in reverse order, on every path out of Run.
+struct Handles {
+  LiteRtEnvironment env = nullptr;
+  LiteRtModel model = nullptr;
+  LiteRtOptions options = nullptr;
+  LiteRtCompiledModel compiled = nullptr;
+  LiteRtTensorBuffer input = nullptr, output = nullptr;
+  ~Handles() {
+    if (input) LiteRtDestroyTensorBuffer(input);
+    if (output) LiteRtDestroyTensorBuffer(output);
+    if (compiled) LiteRtDestroyCompiledModel(compiled);  // before the model it was compiled from
+    if (options) LiteRtDestroyOptions(options);
+    if (model) LiteRtDestroyModel(model);
+    if (env) LiteRtDestroyEnvironment(env);
+  }
+};
+
+// Compiles `model` for `accelerators`; false (and nothing held) when that accelerator is unavailable.
+bool Compile(Handles* h, LiteRtHwAcceleratorSet accelerators) {
+  if (!Ok(LiteRtCreateOptions(&h->options), "LiteRtCreateOptions") ||
+      !Ok(LiteRtSetOptionsHardwareAccelerators(h->options, accelerators), "LiteRtSetOptionsHardwareAccelerators"))
+    return false;
+  bool ok = Ok(LiteRtCreateCompiledModel(h->env, h->model, h->options, &h->compiled), "LiteRtCreateCompiledModel");
+  LiteRtDestroyOptions(h->options);  // the caller keeps ownership of the options; the compiled model needs them no more
+  h->options = nullptr;
+  if (!ok) h->compiled = nullptr;
+  return ok;
+}
+
+int Run(const char* model_path, const char* key, const char* input_path, const char* output_path, bool want_gpu) {
+  Handles h;
+  if (!Ok(LiteRtCreateEnvironment(0, nullptr, &h.env), "LiteRtCreateEnvironment") ||
+      !Ok(LiteRtCreateModelFromFile(h.env, model_path, &h.model), "LiteRtCreateModelFromFile"))
+    return 1;
+
+  // The signature's index: the compiled model's calls take an index, the app knows a key.
+  LiteRtParamIndex count = 0, index = 0;
+  LiteRtSignature signature = nullptr;
+  if (!Ok(LiteRtGetNumModelSignatures(h.model, &count), "LiteRtGetNumModelSignatures")) return 1;
+  std::string keys;
+  for (index = 0; index < count; ++index) {
+    const char* name = nullptr;
+    if (!Ok(LiteRtGetModelSignature(h.model, index, &signature), "LiteRtGetModelSignature") ||
+        !Ok(LiteRtGetSignatureKey(signature, &name), "LiteRtGetSignatureKey"))
+      return 1;
+    if (std::strcmp(name, key) == 0) break;
+    keys += std::string(keys.empty() ? "" : ", ") + name;
+  }
+  if (index == count) {
+    std::fprintf(stderr, "da3_depth: %s has no signature '%s'; it has: %s\n", model_path, key, keys.c_str());
+    return 2;
+  }
+
+  LiteRtParamIndex inputs = 0, outputs = 0;
+  LiteRtTensor in_tensor = nullptr, out_tensor = nullptr;
+  LiteRtRankedTensorType in_type{}, out_type{};
+  if (!Ok(LiteRtGetNumSignatureInputs(signature, &inputs), "LiteRtGetNumSignatureInputs") ||
+      !Ok(LiteRtGetNumSignatureOutputs(signature, &outputs), "LiteRtGetNumSignatureOutputs"))
+    return 1;
+  if (inputs != 1 || outputs != 1) {
+    std::fprintf(stderr, "da3_depth: signature '%s' has %zu inputs and %zu outputs, not one each\n", key, inputs,
+                 outputs);
+    return 2;
+  }
+  if (!Ok(LiteRtGetSignatureInputTensorByIndex(signature, 0, &in_tensor), "LiteRtGetSignatureInputTensorByIndex") ||
+      !Ok(LiteRtGetSignatureOutputTensorByIndex(signature, 0, &out_tensor), "LiteRtGetSignatureOutputTensorByIndex") ||
+      !Ok(LiteRtGetRankedTensorType(in_tensor, &in_type), "LiteRtGetRankedTensorType(input)") ||
+      !Ok(LiteRtGetRankedTensorType(out_tensor, &out_type), "LiteRtGetRankedTensorType(output)"))
+    return 1;
+  if (in_type.element_type != kLiteRtElementTypeFloat32 || out_type.element_type != kLiteRtElementTypeFloat32) {
+    std::fprintf(stderr, "da3_depth: signature '%s' is not float32 in and out\n", key);
+    return 2;
+  }
+  const size_t in_bytes = Elements(in_type) * sizeof(float), out_bytes = Elements(out_type) * sizeof(float);
+
+  std::vector<char> input;
+  if (!ReadFile(input_path, &input)) {
+    std::fprintf(stderr, "da3_depth: cannot read %s\n", input_path);
+    return 2;
+  }
+  if (input.size() != in_bytes) {
+    std::fprintf(stderr, "da3_depth: %s holds %zu bytes; signature '%s' takes float32 %s, %zu bytes\n", input_path,
+                 input.size(), key, Shape(in_type).c_str(), in_bytes);
+    return 2;
+  }
+
+  // GPU where asked and available, else the CPU (XNNPACK): a phone without the GPU accelerator still runs.
+  const char* ran_on = "cpu";
+  if (want_gpu && Compile(&h, kLiteRtHwAcceleratorGpu)) {
+    ran_on = "gpu";
+  } else {
+    if (want_gpu) std::fprintf(stderr, "da3_depth: no GPU accelerator; running on the CPU\n");
+    if (!Compile(&h, kLiteRtHwAcceleratorCpu)) return 1;
+  }
+
+  LiteRtTensorBufferRequirements in_req = nullptr, out_req = nullptr;
+  if (!Ok(LiteRtGetCompiledModelInputBufferRequirements(h.compiled, index, 0, &in_req), "input requirements") ||
+      !Ok(LiteRtGetCompiledModelOutputBufferRequirements(h.compiled, index, 0, &out_req), "output requirements") ||
+      !Ok(LiteRtCreateManagedTensorBufferFromRequirements(h.env, &in_type, in_req, &h.input), "input buffer") ||
+      !Ok(LiteRtCreateManagedTensorBufferFromRequirements(h.env, &out_type, out_req, &h.output), "output buffer"))
+    return 1;
+
+  void* host = nullptr;
+  if (!Ok(LiteRtLockTensorBuffer(h.input, &host, kLiteRtTensorBufferLockModeWrite), "lock input")) return 1;
+  std::memcpy(host, input.data(), in_bytes);
+  if (!Ok(LiteRtUnlockTensorBuffer(h.input), "unlock input")) return 1;
+
+  if (!Ok(LiteRtRunCompiledModel(h.compiled, index, 1, &h.input, 1, &h.output), "LiteRtRunCompiledModel")) return 1;
+
+  if (!Ok(LiteRtLockTensorBuffer(h.output, &host, kLiteRtTensorBufferLockModeRead), "lock output")) return 1;
+  FILE* f = std::fopen(output_path, "wb");
+  const bool written = f && std::fwrite(host, 1, out_bytes, f) == out_bytes;
+  if (f) std::fclose(f);
+  LiteRtUnlockTensorBuffer(h.output);
+  if (!written) {
+    std::fprintf(stderr, "da3_depth: cannot write %s\n", output_path);
+    return 1;
+  }
+  std::printf("signature %s (index %zu of %zu): input %s -> output %s on the %s\n", key, index, count,
+              Shape(in_type).c_str(), Shape(out_type).c_str(), ran_on);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool gpu = argc == 6 && std::strcmp(argv[5], "gpu") == 0;
+  if ((argc != 5 && argc != 6) || (argc == 6 && !gpu && std::strcmp(argv[5], "cpu") != 0)) {
+    std::fprintf(stderr, "usage: %s MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 [cpu|gpu]\n", argv[0]);
+    return 2;
+  }
+  return Run(argv[1], argv[2], argv[3], argv[4], gpu);
+}

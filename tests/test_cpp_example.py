@@ -1,0 +1,102 @@
+"""examples/cpp: the C++ program, built with g++ against the wheel's libLiteRt.so through LiteRT's C API, runs
+one signature of a bundle on the CPU and gives what Python's LiteRT gives, and what the torch module computes."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import ai_edge_litert
+import numpy as np
+import pytest
+import torch
+
+from da3_litert_farm.convert import tflite_bundle
+from da3_litert_farm.convert.export import convert_to_tflite
+from da3_litert_farm.convert.quantize import quantize_fp16
+from da3_litert_farm.model.photo_input import load_photo, preprocess
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBDIR = Path(ai_edge_litert.__file__).parent
+# Two signatures of different shapes, so that running the wrong one cannot pass.
+SHAPES = {"land": (14, 28), "port": (28, 14)}
+
+
+class Head(torch.nn.Module):
+    """[1, 3, H, W] -> [1, 1, H, W] = exp(conv): the shape and last step of DA3's depth output."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 1, 3, padding=1)
+
+    def forward(self, x):
+        return torch.exp(0.5 * self.conv(x))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """(binary, bundle, module): the example built, and a two-signature FP16 bundle of a tiny module."""
+    out = tmp_path_factory.mktemp("cpp")
+    binary = out / "da3_depth"
+    subprocess.run(["sh", str(ROOT / "examples/cpp/build.sh"), str(LIBDIR), str(binary)], check=True,
+                   capture_output=True, text=True)
+    module = Head().eval()
+    singles = {}
+    for name, shape in SHAPES.items():
+        convert_to_tflite(module, *shape, out / f"{name}_fp32.tflite")
+        quantize_fp16(out / f"{name}_fp32.tflite", out / f"{name}.tflite")  # FP16 weights, as shipped
+        singles[name] = out / f"{name}.tflite"
+    bundle = out / "bundle.tflite"
+    bundle.write_bytes(tflite_bundle.merge(singles))
+    return binary, bundle, module
+
+
+def run_cpp(binary: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def python_litert(bundle: Path, signature: str, x: np.ndarray) -> np.ndarray:
+    from ai_edge_litert.compiled_model import CompiledModel
+
+    model = CompiledModel.from_file(str(bundle))  # the CPU
+    index = model.get_signature_index(signature)
+    inputs, outputs = model.create_input_buffers(index), model.create_output_buffers(index)
+    inputs[0].write(x)
+    model.run_by_index(index, inputs, outputs)
+    return outputs[0].read(x.shape[2] * x.shape[3], np.float32).reshape(1, 1, *x.shape[2:])
+
+
+def test_cpp_runs_the_chosen_signature_as_python_litert_and_torch_do(built, tmp_path):
+    binary, bundle, module = built
+    assert tflite_bundle.signature_keys(bundle) == ["land", "port"]
+    x = preprocess(load_photo("coffee"), *SHAPES["port"])  # a real photo, preprocessed as an app must
+    x.tofile(tmp_path / "in.f32")
+    run = run_cpp(binary, bundle, "port", tmp_path / "in.f32", tmp_path / "out.f32")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "signature port (index 1 of 2): input [1, 3, 28, 14] -> output [1, 1, 28, 14] on the cpu" in run.stdout
+    ours = np.fromfile(tmp_path / "out.f32", np.float32).reshape(1, 1, *SHAPES["port"])
+
+    # Same library, same CPU kernels (XNNPACK) as the Python API: equal to float32 rounding (measured: bitwise).
+    np.testing.assert_allclose(ours, python_litert(bundle, "port", x), rtol=1e-6, atol=0)
+    # Independent of LiteRT: the torch module with its weights rounded to FP16, as the shipped file stores them
+    # (biases stay FP32); the rest differs by float32 summation order only (measured: 2.4e-7 relative; against
+    # the FP32 weights 2.2e-4, so this also says the file's weights are FP16).
+    fp16 = Head().eval()
+    fp16.conv.weight.data = module.conv.weight.data.half().float()
+    with torch.no_grad():
+        expected = fp16(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=0)
+    assert ours.std() > 0.01 * ours.mean()  # a real photo gives a map, not a constant
+
+
+def test_cpp_names_the_signatures_and_the_size_it_expects(built, tmp_path):
+    binary, bundle, _ = built
+    np.zeros((1, 3, *SHAPES["land"]), np.float32).tofile(tmp_path / "land.f32")
+    wrong_key = run_cpp(binary, bundle, "9x16", tmp_path / "land.f32", tmp_path / "out.f32")
+    assert wrong_key.returncode == 2 and "has no signature '9x16'; it has: land, port" in wrong_key.stderr
+    np.zeros(10, np.float32).tofile(tmp_path / "short.f32")
+    short = run_cpp(binary, bundle, "port", tmp_path / "short.f32", tmp_path / "out.f32")
+    assert short.returncode == 2
+    assert "holds 40 bytes; signature 'port' takes float32 [1, 3, 28, 14], 4704 bytes" in short.stderr
+    assert not (tmp_path / "out.f32").exists()

@@ -13,7 +13,7 @@ export DVC_NO_ANALYTICS := 1
 # sorts above plain 2.13.0). Empty (the default): the configured index alone.
 TORCH_INDEX ?=
 
-.PHONY: farm report test bench bench-gpu bench-build bench-install publish remote gpu-adapter browser ssh-server dvc-yaml clean-venv
+.PHONY: farm report test bench bench-gpu bench-build bench-install publish remote gpu-adapter browser ssh-server dvc-yaml keys clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e '.[farm,dev,s3,ssh]'
 	# The official model code, without its declared deps (xformers, open3d, CUDA torch).
 	$(BIN)/python -m pip install --quiet --no-deps depth-anything-3==0.1.1
+	# model-signing (make publish signs with it), apart: pip cannot resolve it with the converter's pins
+	# (pyproject.toml, the verify extra); pip then reports xdsl's typing-extensions pin, which the farm outgrows.
+	$(BIN)/python -m pip install --quiet -e '.[verify]'
 	touch $(STAMP)
 
 # The GPU check runs every shipped file on LiteRT's GPU accelerator. Without a GPU that needs
@@ -53,10 +56,17 @@ ssh-server: $(STAMP)
 test: gpu-adapter browser ssh-server
 	$(BIN)/python -m pytest
 
+# make publish ARGS=--unsigned  to publish without a publisher key (make keys); apps that pin a key refuse it;
 # make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped;
 # ARGS=--allow-stress  one built from stress weights (a dry run: everything then says so)
 publish: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.ops.publish $(ARGS)
+
+# The publisher's signing key pair, which make publish signs every release with: written at $$FARM_SIGNING_KEY,
+# default ~/.config/da3-litert-farm/publisher.pem (mode 0600, never in the repository), and the public key
+# beside it (.pub), which app builds pin (farm pull --trust). Never overwrites a key.
+keys: $(STAMP)
+	$(BIN)/python -m da3_litert_farm.ops.signing keys
 
 # The DVC remote publish pushes to and app builds pull from (.dvc/config, committed): shown, or
 # pointed elsewhere with URL=s3://BUCKET/FOLDER [ENDPOINT=https://...] or URL=ssh://USER@HOST/FOLDER.

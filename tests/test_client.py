@@ -12,6 +12,7 @@ import pytest
 
 from da3_litert_farm.client.cli import choose, main, orientation_note, public_repo, pull, PullError
 from da3_litert_farm.client.remote import explain, scheme
+from da3_litert_farm.client.trust import Release
 from da3_litert_farm.client.show import format_summary, summary
 from da3_litert_farm.core.releases import version_key
 
@@ -67,10 +68,12 @@ def test_no_orientation_note_where_both_orientations_get_the_same_model():
 def test_a_stress_catalog_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     stress = catalog("random")
     monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: stress)
+    monkeypatch.setattr("da3_litert_farm.client.cli.read_release",  # an unsigned release of it, at its tag
+                        lambda repo, version: Release("catalog/v1.0.0", json.dumps(stress).encode(), None, None, ""))
     target = tmp_path / "app" / "assets"
     with pytest.raises(PullError, match=r"catalog 1.0.0 was built from stress weights: .* nothing was downloaded.*"
                                         r"--allow-stress"):
-        pull("repo", "1.0.0", target, aspect="9x16")
+        pull("repo", "1.0.0", target, aspect="9x16", allow_unsigned=True)
     assert list(tmp_path.iterdir()) == []
 
 

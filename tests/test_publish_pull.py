@@ -22,6 +22,7 @@ import yaml
 
 from da3_litert_farm.client.remote import ANSWER_TIMEOUT_S, CONNECT_TIMEOUT_S
 from da3_litert_farm.core.fileio import sha256_file
+from da3_litert_farm.ops.signing import signing_key
 from da3_litert_farm.report.report_check import check_report
 from tests.farm_repo import Farm, repo_files
 from tests.remote_servers import S3, SSH, free_port, s3_server, silent_server, ssh_server
@@ -46,7 +47,10 @@ def listing(directory: Path) -> dict[str, str]:
     return {p.name: sha256_file(p) for p in sorted(directory.iterdir())} if directory.exists() else {}
 
 
-ALLOW = ("--allow-unchecked-gpu", "--allow-stress")
+# What these tiny stress farms need to publish (a skipped GPU check, stress weights); ALLOW adds --unsigned, for the
+# releases that are not about signing (the signed ones are at the end, with a throwaway key).
+CHECKS = ("--allow-unchecked-gpu", "--allow-stress")
+ALLOW = (*CHECKS, "--unsigned")
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +81,16 @@ def published(module_dir):
     assert ("catalog 0.1.0 was built from stress weights (checkpoint.source: random, seed 0): its models compute "
             "noise, not depth") in out
     assert "--allow-stress" in out and not farm.git("tag").strip()
+    keyless = {**farm.env, "FARM_SIGNING_KEY": str(root / "no-such-key.pem")}
+    out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *CHECKS, cwd=farm.root, env=keyless, ok=False)
+    assert (f"no publisher key at {root / 'no-such-key.pem'}: `make keys` writes a new pair there, or set "
+            "FARM_SIGNING_KEY to the team's key; `make publish ARGS=--unsigned` publishes without a signature") in out
+    assert not farm.git("tag").strip() and not farm.git("status", "--porcelain").strip()  # refused before any change
     out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW, cwd=farm.root, env=farm.env)
     assert ("published da3-small-litert 0.1.0 as catalog/v0.1.0: 3 models and their bundle "
             "(STRESS WEIGHTS: --allow-stress)") in out
+    assert "; UNSIGNED (--unsigned): apps that pin a publisher key refuse it" in out
+    assert "unsigned: published with --unsigned" in farm.git("tag", "-l", "--format=%(contents)", "catalog/v0.1.0")
     return root, farm
 
 
@@ -196,7 +207,7 @@ def app_clone(published):
 def test_pull_by_camera_from_a_clone(app_clone, tmp_path, camera, aspect, shape):
     app, env = app_clone
     target = tmp_path / "assets"
-    out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--camera", camera, "--out", target, env=env, cwd=tmp_path)
+    out = farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "0.1.0", "--camera", camera, "--out", target, env=env, cwd=tmp_path)
     assert f"-> {aspect} " in out
     model = target / f"da3-small-litert-{aspect}-{shape[0]}x{shape[1]}-fp16.tflite"
     side = json.loads((target / f"{model.name}.json").read_text())
@@ -218,7 +229,7 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
     app, env = app_clone
     _, farm = published
     target = tmp_path / "assets"
-    out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--bundle", "--out", target, env=env, cwd=tmp_path)
+    out = farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "0.1.0", "--bundle", "--out", target, env=env, cwd=tmp_path)
     assert "bundle of 16x9, 3x4, 9x16" in out and "WARNING: STRESS WEIGHTS" in out  # signatures in name order
     bundle = target / "da3-small-litert-bundle-fp16.tflite"
     side = json.loads((target / f"{bundle.name}.json").read_text())
@@ -235,7 +246,7 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
 
     for m in catalog["models"]:  # each signature against its own file of the same version, pulled alone
         single = tmp_path / "single" / m["aspect"]
-        farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--aspect", m["aspect"], "--out", single, env=env,
+        farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "0.1.0", "--aspect", m["aspect"], "--out", single, env=env,
                  cwd=tmp_path)
         (path,) = single.glob("*.tflite")
         image = normalize(cover_and_center_crop(load_photo("coffee"), m["height"], m["width"]))
@@ -246,7 +257,7 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
 
 def test_pull_by_aspect_and_version(app_clone, tmp_path):
     app, env = app_clone
-    farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.2.0", "--aspect", "16x9", "--out", tmp_path, env=env, cwd=tmp_path)
+    farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "0.2.0", "--aspect", "16x9", "--out", tmp_path, env=env, cwd=tmp_path)
     assert (tmp_path / "da3-small-litert-16x9-84x140-fp16.tflite").is_file()
 
 
@@ -265,7 +276,7 @@ def test_pull_rejects_a_tampered_file_without_touching_the_target(published, tmp
     stored.chmod(0o644)
     stored.write_bytes(original[:-16] + bytes(16))
     try:
-        out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--aspect", "3x4", "--out", target,
+        out = farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "0.1.0", "--aspect", "3x4", "--out", target,
                        env=farm.env, cwd=tmp_path, ok=False)
     finally:
         stored.write_bytes(original)
@@ -278,10 +289,10 @@ def test_pull_errors_leave_target_untouched(published, app_clone, tmp_path):
     root, farm = published
     app, env = app_clone
     target = tmp_path / "app" / "src" / "assets"  # none of it exists: a failed pull creates nothing
-    out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "9.9.9", "--aspect", "9x16", "--out", target,
+    out = farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "9.9.9", "--aspect", "9x16", "--out", target,
                    env=env, cwd=tmp_path, ok=False)
     assert "catalog version '9.9.9' is not published" in out and "published: 0.1.0, 0.2.0" in out
-    out = farm_cli("pull", "--allow-stress", "--repo", app, "--version", "0.1.0", "--aspect", "1x1", "--out", target,
+    out = farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "0.1.0", "--aspect", "1x1", "--out", target,
                    env=env, cwd=tmp_path, ok=False)
     assert "aspect '1x1' is not in catalog 0.1.0; available: ['16x9', '3x4', '9x16']" in out
     remote = root / "da3-farm-remote"
@@ -289,7 +300,7 @@ def test_pull_errors_leave_target_untouched(published, app_clone, tmp_path):
     run("git", "clone", "-q", farm.root, fresh, cwd=root, env=env)
     remote.rename(root / "remote-away")
     try:
-        out = farm_cli("pull", "--allow-stress", "--repo", fresh, "--version", "0.1.0", "--aspect", "9x16", "--out", target,
+        out = farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", fresh, "--version", "0.1.0", "--aspect", "9x16", "--out", target,
                        env=env, cwd=tmp_path, ok=False)
     finally:
         (root / "remote-away").rename(remote)
@@ -329,8 +340,8 @@ def test_select_explains_the_choice(app_clone, tmp_path):
 def test_pull_refuses_a_stress_catalog_unless_allowed(app_clone, tmp_path):
     app, env = app_clone
     target = tmp_path / "assets"
-    out = farm_cli("pull", "--repo", app, "--version", "0.1.0", "--aspect", "9x16", "--out", target, env=env,
-                   cwd=tmp_path, ok=False)
+    out = farm_cli("pull", "--allow-unsigned", "--repo", app, "--version", "0.1.0", "--aspect", "9x16", "--out", target,
+                   env=env, cwd=tmp_path, ok=False)
     assert "catalog 0.1.0 was built from stress weights: its models compute noise, not depth; nothing was " \
            "downloaded" in out and "--allow-stress" in out
     assert list(tmp_path.iterdir()) == []
@@ -500,7 +511,7 @@ def test_the_client_alone_pulls_in_a_fresh_venv(published, plain_client, tmp_pat
     assert (site / "da3_litert_farm").is_dir() and not (site / "stages").exists()
 
     target = tmp_path / "app" / "assets"
-    out = run(venv / "bin" / "farm", "pull", "--allow-stress", "--repo", farm.root, "--version", "0.1.0", "--camera", "1080x1920",
+    out = run(venv / "bin" / "farm", "pull", "--allow-stress", "--allow-unsigned", "--repo", farm.root, "--version", "0.1.0", "--camera", "1080x1920",
               "--out", target, cwd=tmp_path, env=env)
     assert "-> 9x16" in out and "WARNING: STRESS WEIGHTS" in out
     model = target / "da3-small-litert-9x16-112x70-fp16.tflite"
@@ -590,7 +601,7 @@ def test_the_remote_is_committed_and_holds_no_credential(remotes):
 
 def test_a_fresh_client_pulls_from_s3_with_the_s3_extra(remotes, plain_client, published, tmp_path):
     target = tmp_path / "app" / "assets"
-    pull = ("pull", "--allow-stress", "--repo", str(remotes.farm.root), "--version", "0.5.0-rc.10", "--out", str(target))
+    pull = ("pull", "--allow-stress", "--allow-unsigned", "--repo", str(remotes.farm.root), "--version", "0.5.0-rc.10", "--out", str(target))
     creds = {**remotes.s3.credentials(), "HOME": str(tmp_path)}
     out = plain_client.farm(*pull, "--camera", "1080x1920", env=creds, ok=False, echo=True)
     assert "needs DVC's s3 plugin, which this install lacks: pip install \"da3-litert-farm[s3]\"" in out
@@ -609,7 +620,7 @@ def test_a_fresh_client_pulls_from_s3_with_the_s3_extra(remotes, plain_client, p
     assert sorted(p.name for p in target.iterdir()) == sorted([model.name, f"{model.name}.json"])  # no staging left
 
     elsewhere = tmp_path / "elsewhere" / "assets"
-    failing = ("pull", "--allow-stress", "--repo", str(remotes.farm.root), "--version", "0.5.0-rc.10", "--aspect",
+    failing = ("pull", "--allow-stress", "--allow-unsigned", "--repo", str(remotes.farm.root), "--version", "0.5.0-rc.10", "--aspect",
                "3x4", "--out", str(elsewhere))
     out = client.farm(*failing, env={**creds, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}, ok=False, echo=True)
     assert "remote 'storage'" in out and "refused the credentials (PermissionError: Forbidden)" in out
@@ -627,7 +638,7 @@ def test_a_fresh_client_pulls_from_s3_with_the_s3_extra(remotes, plain_client, p
 def test_a_fresh_client_with_the_ssh_extra_pulls_over_ssh(remotes, published, tmp_path):
     client = new_client(tmp_path, published[1].env, sys.executable, "[ssh]")
     target = tmp_path / "app" / "assets"
-    pull = ("pull", "--allow-stress", "--repo", str(remotes.farm.root), "--version", "0.5.0", "--aspect", "3x4",
+    pull = ("pull", "--allow-stress", "--allow-unsigned", "--repo", str(remotes.farm.root), "--version", "0.5.0", "--aspect", "3x4",
             "--out", str(target))
     started = time.monotonic()
     out = client.farm(*pull, env={"HOME": str(remotes.ssh.home)})  # the key in ~/.ssh, as on a build machine
@@ -689,7 +700,8 @@ def test_the_readmes_publish_and_app_recipes_run_as_printed(published, module_di
     """A clone of a built farm follows README's Publish section to a real S3 server, then an app build follows
     its first section from a fresh venv. What the test supplies: the placeholders (bucket, endpoint, repository,
     version), the version bump the README asks for in a comment, `ARGS` in the environment (stress weights and a
-    skipped GPU check need their flags) and `--allow-stress` on `farm pull`, for the same reason."""
+    skipped GPU check need their flags) and `--allow-stress` on `farm pull`, for the same reason; FARM_SIGNING_KEY, so
+    that `make keys` writes a throwaway key pair, whose public half the app keeps as `publisher.pub`."""
     _, origin = published
     work = module_dir("readme")
     version = "0.9.0"
@@ -705,7 +717,8 @@ def test_the_readmes_publish_and_app_recipes_run_as_printed(published, module_di
         (farm.root / ".venv").symlink_to(Path(sys.executable).parents[1])
         for made_before in ("pyproject.toml", "Makefile"):
             os.utime(farm.root / made_before, (1e9, 1e9))
-        env = {**farm.env, **s3.credentials(), "ARGS": " ".join(ALLOW)}
+        env = {**farm.env, **s3.credentials(), "ARGS": " ".join(CHECKS),
+               "FARM_SIGNING_KEY": str(work / "publisher" / "publisher.pem")}
 
         for line in readme_block("**Publish**"):
             if line.lstrip().startswith("#"):
@@ -718,19 +731,21 @@ def test_the_readmes_publish_and_app_recipes_run_as_printed(published, module_di
             line = line.replace("s3://BUCKET/da3-farm", f"s3://{s3.bucket}/readme")
             line = line.replace("[ENDPOINT=https://...]", f"ENDPOINT={s3.endpoint}")
             out = sh(line, farm.root, env)
-        assert f"published da3-small-litert {version} as catalog/v{version}" in out
+        assert f"published da3-small-litert {version} as catalog/v{version}" in out and "; signed by key " in out
         assert farm.git("status", "--porcelain") == ""
         assert f"url = s3://{s3.bucket}/readme" in farm.git("show", f"catalog/v{version}:.dvc/config")
 
         app = work / "app-build"
         app.mkdir()
+        shutil.copy(work / "publisher" / "publisher.pub", app / "publisher.pub")  # what the publisher hands out
         venv = app / "venv"
         run(sys.executable, "-m", "venv", venv, cwd=app, env=env)
         app_env = {**{k: v for k, v in env.items() if k != "VIRTUAL_ENV"}, "HOME": str(app),
                    "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
         outputs = []
         for line in readme_block("## Use a model in an app"):
-            line = re.sub(r"\s+#.*$", "", line).replace("git+<farm repo url>", f"git+file://{farm.root}")
+            # file://localhost/PATH: the pip a fresh venv bundles (23.2) refuses a URL without a host (file:///PATH).
+            line = re.sub(r"\s+#.*$", "", line).replace("git+<farm repo url>", f"git+file://localhost{farm.root}")
             line = re.sub(r"--repo R\b", f"--repo {farm.root}", line).replace("0.1.0", version)
             if line.startswith("farm pull"):
                 line += " --allow-stress"
@@ -742,6 +757,8 @@ def test_the_readmes_publish_and_app_recipes_run_as_printed(published, module_di
         by_name = {p.name: sha256_file(p) for p in assets.glob("*.tflite")}
         assert sorted(by_name.values()) == sorted([shipped["3x4"], catalog["bundle"]["sha256"]])
         assert any(version in o for o in outputs) and any("-> 3x4" in o for o in outputs)
+        assert sum(f"signature: verified, catalog/v{version} signed by key" in o for o in outputs) == 2
+        assert any("verified 2 files and their sidecars" in o for o in outputs)  # farm verify, as printed
         for sidecar in assets.glob("*.json"):
             assert json.loads(sidecar.read_text())["license"] == catalog["license"]
 
@@ -751,3 +768,242 @@ def test_a_repository_that_never_published_says_how_to(tmp_path):
     out = farm_cli("show", "--repo", tmp_path / "fresh", "--version", "0.1.0", env=os.environ, cwd=tmp_path, ok=False)
     assert "catalog version '0.1.0' is not published" in out and "published: none" in out
     assert "`make publish` after `make farm`" in out
+
+
+# ---- trust: signed releases through both servers, a fresh client that pins the key, an attacker without it ----
+
+@dataclass
+class Signed:
+    farm: Farm
+    publisher: Path  # the throwaway publisher's public key, as an app keeps it
+    publisher_key: Path
+    attacker_key: Path  # another key: the attacker's own
+    ssh_remote: Path  # the SSH remote's folder (the SSH server runs on this machine)
+    client: Client  # the light client with the verify extra and both plugins
+    published: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def signed(remotes, module_dir):
+    """The `remotes` farm publishes 0.6.0 to the S3 server and 0.7.0 to the SSH server, signed with a throwaway
+    key (FARM_SIGNING_KEY); each release re-runs only the catalog and report stages."""
+    from da3_litert_farm.ops.signing import make_keys
+
+    work = module_dir("signed")
+    publisher_key, attacker_key = work / "publisher" / "publisher.pem", work / "attacker" / "attacker.pem"
+    publisher = make_keys(publisher_key)
+    make_keys(attacker_key)
+    farm, ssh_remote = remotes.farm, work / "ssh-remote"
+    env = {**farm.env, "FARM_SIGNING_KEY": str(publisher_key)}
+
+    def release(version: str, *remote_args: str) -> str:
+        farm.run("-m", "da3_litert_farm.ops.remote", *remote_args)
+        doc = farm.params
+        doc["catalog"]["version"] = version
+        farm.set_params(doc)
+        farm.repro()
+        farm.commit(f"catalog {version}")
+        return run(sys.executable, "-m", "da3_litert_farm.ops.publish", *CHECKS, cwd=farm.root, env=env)
+
+    published = {"0.6.0": release("0.6.0", f"s3://{remotes.s3.bucket}/signed", "--endpoint", remotes.s3.endpoint),
+                 "0.7.0": release("0.7.0", remotes.ssh.url(ssh_remote))}
+    client = new_client(work, farm.env, sys.executable, "[verify,s3,ssh]")
+    return Signed(farm, publisher, publisher_key, attacker_key, ssh_remote, client, published)
+
+
+def test_a_signed_release_records_its_key_and_signature_and_no_secret(signed):
+    farm, fp = signed.farm, signing_key(signed.publisher_key)[1]
+    assert f"; signed by key {fp[:16]} ({signed.publisher_key})" in signed.published["0.6.0"]
+    for version in ("0.6.0", "0.7.0"):
+        message = farm.git("tag", "-l", "--format=%(contents)", f"catalog/v{version}")
+        sig = subprocess.run(["git", "show", f"catalog/v{version}:artifacts/release/signature.sig"], cwd=farm.root,
+                             capture_output=True, check=True).stdout
+        assert (f"signed by key {fp} (sha256 of its public key PEM); artifacts/release/signature.sig sha256 "
+                f"{hashlib.sha256(sig).hexdigest()}") in message
+        statement = json.loads(farm.git("show", f"catalog/v{version}:artifacts/release/provenance.json"))
+        catalog = catalog_at(farm, version)
+        assert {s["digest"]["sha256"] for s in statement["subject"]} == {
+            m["sha256"] for m in catalog["models"] + [catalog["bundle"]]}
+        deps = {d["name"]: d for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
+        assert deps["checkpoint"]["digest"]["sha256"] == catalog["checkpoint"]["weights_sha256"]
+        commit = deps["code"]["digest"]["gitCommit"]  # the commit the catalog was built and committed at
+        assert farm.git("show", f"{commit}:artifacts/catalog.json") == farm.git(
+            "show", f"catalog/v{version}:artifacts/catalog.json")
+    proc = subprocess.run(["git", "grep", "-q", "PRIVATE KEY", *farm.git("tag").split()], cwd=farm.root)
+    assert proc.returncode == 1, "a private key reached the repository"
+
+
+def test_a_fresh_client_pulls_signed_releases_verified_from_s3_and_ssh(signed, tmp_path):
+    farm, client, fp = signed.farm, signed.client, signing_key(signed.publisher_key)[1]
+    pull = ("pull", "--allow-stress", "--repo", str(farm.root), "--version", "0.6.0", "--camera", "1080x1920")
+    target = tmp_path / "app" / "assets"
+    started = time.monotonic()
+    out = client.farm(*pull, "--trust", str(signed.publisher), "--out", str(target))
+    verified_s = time.monotonic() - started
+    assert f"signature: verified, catalog/v0.6.0 signed by key {fp[:16]}" in out
+    model = target / "da3-small-litert-9x16-112x70-fp16.tflite"
+    catalog = catalog_at(farm, "0.6.0")
+    expected = next(m["sha256"] for m in catalog["models"] if m["aspect"] == "9x16")
+    assert sha256_file(model) == expected
+    sig = subprocess.run(["git", "show", "catalog/v0.6.0:artifacts/release/signature.sig"], cwd=farm.root,
+                         capture_output=True, check=True).stdout
+    side = json.loads((target / f"{model.name}.json").read_text())
+    assert side["signature"] == {"verified": True, "release": "catalog/v0.6.0", "key": fp,
+                                 "signature_sha256": hashlib.sha256(sig).hexdigest(),
+                                 "release_folder": "da3-small-litert-0.6.0.release"}
+    folder = target / "da3-small-litert-0.6.0.release"
+    assert sorted(p.name for p in folder.iterdir()) == ["catalog.json", "provenance.json", "signature.sig"]
+    assert json.loads((folder / "catalog.json").read_text()) == catalog
+
+    unverified = tmp_path / "unverified"
+    started = time.monotonic()
+    out = client.farm(*pull, "--allow-unsigned", "--out", str(unverified))
+    plain_s = time.monotonic() - started
+    assert "signature: NOT verified: signed, but not verified: no --trust key given (--allow-unsigned)" in out
+    assert json.loads((unverified / f"{model.name}.json").read_text())["signature"]["verified"] is False
+    assert not list(unverified.glob("*.release"))
+    print(f"\nfarm pull from the S3 server: verified (--trust) {verified_s:.1f} s, unverified (--allow-unsigned) "
+          f"{plain_s:.1f} s")  # figures for the record (-s)
+
+    over_ssh = tmp_path / "ssh" / "assets"  # the key from the environment, as a Gradle or Xcode step sets it
+    started = time.monotonic()
+    out = client.farm("pull", "--allow-stress", "--repo", str(farm.root), "--version", "0.7.0", "--aspect", "3x4",
+                      "--out", str(over_ssh), env={"FARM_TRUST": str(signed.publisher)})
+    print(f"\nfarm pull from the SSH server, verified (FARM_TRUST): {time.monotonic() - started:.1f} s")
+    assert "signature: verified, catalog/v0.7.0" in out
+    (pulled,) = over_ssh.glob("*.tflite")
+    assert sha256_file(pulled) == next(m["sha256"] for m in catalog_at(farm, "0.7.0")["models"] if m["aspect"] == "3x4")
+
+    # farm verify, offline, on the assets as the app build left them; then one flipped byte in each.
+    started = time.monotonic()
+    out = client.farm("verify", str(target), "--trust", str(signed.publisher))
+    print(f"\nfarm verify on the assets: {time.monotonic() - started:.1f} s")
+    assert f"verified 1 file and their sidecars in {target} against catalog 0.6.0, signed by key {fp[:16]}" in out
+    original = model.read_bytes()
+    flipped = bytearray(original)
+    flipped[len(flipped) // 2] ^= 0x01
+    model.write_bytes(bytes(flipped))
+    out = client.farm("verify", str(target), "--trust", str(signed.publisher), ok=False, echo=True)
+    assert (f"farm verify: {model.name}: sha256 {sha256_file(model)} is not the signed catalog 0.6.0's {expected}: "
+            "the file was changed after signing") in out
+    model.write_bytes(original)
+    sidecar = target / f"{model.name}.json"
+    text = sidecar.read_bytes()
+    at = re.search(rb'"shape": \[\s*(1)', text).start(1)  # the input shape's batch size, the first shape there
+    sidecar.write_bytes(text[:at] + bytes([text[at] ^ 0x03]) + text[at + 1:])  # "1" -> "2"
+    out = client.farm("verify", str(target), "--trust", str(signed.publisher), ok=False, echo=True)
+    assert f"farm verify: {sidecar.name}: field input.shape.0 differs from the signed catalog 0.6.0" in out
+    sidecar.write_bytes(text)
+    assert "verified 1 file" in client.farm("verify", str(target), env={"FARM_TRUST": str(signed.publisher)})
+
+
+def test_an_attacker_with_git_push_and_remote_write_but_not_the_key_is_refused(signed, tmp_path):
+    """They push tags whose catalog names their own file, with its correct sha256 (and that file to the SSH
+    remote): signed with their key, unsigned, with the publisher's signature copied in or cut out, an old signed
+    release under a new tag. Every pull that pins the publisher's key is refused, and writes nothing."""
+    from da3_litert_farm.ops.signing import provenance, sign_release
+
+    farm, client = signed.farm, signed.client
+    ours, theirs = signing_key(signed.publisher_key)[1], signing_key(signed.attacker_key)[1]
+    attacker = tmp_path / "attacker"
+    run("git", "clone", "-q", farm.root, attacker, cwd=tmp_path, env=farm.env)
+
+    def git(*args: str) -> str:
+        return run("git", "-c", "user.email=x@x", "-c", "user.name=x", *args, cwd=attacker, env=farm.env)
+
+    payload = b"their model " + os.urandom(4096)
+    md5 = hashlib.md5(payload).hexdigest()
+    stored = signed.ssh_remote / "files" / "md5" / md5[:2] / md5[2:]
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    stored.write_bytes(payload)  # remote write
+
+    def forge(version: str, key: Path | None = None, keep_release: bool = False, cut_signature: bool = False,
+              message: str | None = None) -> None:
+        git("checkout", "-q", "catalog/v0.7.0")  # the SSH release: its remote, its signed release folder
+        catalog = json.loads((attacker / "artifacts" / "catalog.json").read_text())
+        entry = next(m for m in catalog["models"] if m["aspect"] == "9x16")
+        catalog["version"] = version
+        entry.update(sha256=hashlib.sha256(payload).hexdigest(), bytes=len(payload))
+        (attacker / "artifacts" / "catalog.json").write_text(json.dumps(catalog, indent=2) + "\n")
+        lock = yaml.safe_load((attacker / "dvc.lock").read_text())
+        for stage in lock["stages"].values():
+            for out in stage.get("outs", []):
+                if out["path"] == entry["file"]:
+                    out.update(md5=md5, size=len(payload))
+        (attacker / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+        release_dir = attacker / "artifacts" / "release"
+        if key is not None:
+            sign_release((attacker / "artifacts" / "catalog.json").read_bytes(), provenance(catalog, "0" * 40, {}),
+                         key, release_dir)
+        elif not keep_release:
+            shutil.rmtree(release_dir)
+        if cut_signature:
+            (release_dir / "signature.sig").unlink()
+        git("add", "-A")
+        git("commit", "-qm", f"catalog {version}")
+        git("tag", "-a", f"catalog/v{version}", "-m", message or f"da3-small-litert {version}")
+        git("push", "-q", "origin", f"catalog/v{version}")  # git push
+
+    def pull(version: str, *trust: str, ok: bool = False, aspect: str = "9x16", repo: Path = farm.root
+             ) -> tuple[str, Path]:
+        target = tmp_path / f"app-{version}-{len(trust)}-{aspect}" / "assets"
+        out = client.farm("pull", "--allow-stress", "--repo", str(repo), "--version", version, "--aspect", aspect,
+                          "--out", str(target), *trust, ok=ok, echo=not ok)
+        assert ok or not target.parent.exists(), f"{version}: a refused pull wrote {target.parent}"
+        return out, target
+
+    pin = ("--trust", str(signed.publisher))
+    forge("0.8.0", key=signed.attacker_key)
+    out, _ = pull("0.8.0", *pin)
+    assert (f"catalog 0.8.0 is signed by an unknown key {theirs[:16]} (fingerprint {theirs}); trusted: {ours[:16]}: "
+            "not signed by a publisher this build trusts") in out
+
+    forge("0.8.1")
+    out, _ = pull("0.8.1", *pin)
+    assert ("catalog 0.8.1 is unsigned (no artifacts/release/signature.sig at catalog/v0.8.1): its publisher did not "
+            "sign it, or someone without the key published it; pass --allow-unsigned") in out
+    out, taken = pull("0.8.1", "--allow-unsigned", ok=True)  # what pinning stops: unpinned, the attack lands
+    assert (taken / "da3-small-litert-9x16-112x70-fp16.tflite").read_bytes() == payload
+    assert "signature: NOT verified: the release is unsigned (--allow-unsigned)" in out
+
+    forge("0.8.2", keep_release=True)  # the publisher's 0.7.0 signature and provenance, copied in
+    out, _ = pull("0.8.2", *pin)
+    assert (f"catalog 0.8.2: the signature of key {ours[:16]} does not cover what catalog/v0.8.2 holds (catalog.json: "
+            "signed sha256") in out and "the catalog or provenance was changed after signing" in out
+
+    forge("0.8.3", keep_release=True, cut_signature=True,
+          message=f"da3-small-litert 0.8.3\n\nsigned by key {ours} (sha256 of its public key PEM)")
+    out, _ = pull("0.8.3", *pin)
+    assert (f"the tag catalog/v0.8.3 says it was signed by key {ours[:16]}, but it holds no "
+            "artifacts/release/signature.sig: the signature was removed after publishing") in out
+
+    git("tag", "-a", "catalog/v0.8.4", "catalog/v0.6.0^{commit}", "-m", "0.8.4")  # an old signed release, new tag
+    git("push", "-q", "origin", "catalog/v0.8.4")
+    out, _ = pull("0.8.4", *pin)
+    assert "catalog/v0.8.4 holds a signed catalog of version 0.6.0, not 0.8.4: a signed release replayed" in out
+
+    # Remote write alone: the signed 0.7.0's file replaced in the remote: its sha256 is refused before writing.
+    entry = next(m for m in catalog_at(farm, "0.7.0")["models"] if m["aspect"] == "3x4")
+    real = hashlib.md5((farm.root / entry["file"]).read_bytes()).hexdigest()
+    copy = signed.ssh_remote / "files" / "md5" / real[:2] / real[2:]
+    original = copy.read_bytes()
+    copy.chmod(0o644)
+    copy.write_bytes(payload)
+    fresh = tmp_path / "fresh"  # a fresh clone: nothing cached, the bytes come from the remote
+    run("git", "clone", "-q", farm.root, fresh, cwd=tmp_path, env=farm.env)
+    try:
+        out, _ = pull("0.7.0", *pin, aspect="3x4", repo=fresh)
+    finally:
+        copy.write_bytes(original)
+    assert "sha256 mismatch for artifacts/models/3x4/model_fp16.tflite (catalog 0.7.0)" in out
+
+    # The team retired the key from 0.7.0 on (a rotation): 0.7.0 signed with it is refused, 0.6.0 is not.
+    config = tmp_path / "trust.json"
+    config.write_text(json.dumps({"keys": [{"path": str(signed.publisher), "retired_from_version": "0.7.0"}]}))
+    out, _ = pull("0.7.0", "--trust-config", str(config))
+    assert (f"catalog 0.7.0 is signed by key {ours[:16]} ({signed.publisher}), which trust config {config} retires "
+            "from version 0.7.0") in out
+    assert "signature: verified" in client.farm("select", "--repo", str(farm.root), "--version", "0.6.0", "--aspect",
+                                                "9x16", env={"FARM_TRUST_CONFIG": str(config)})
+    out, _ = pull("0.7.0")  # no key pinned at all
+    assert "catalog 0.7.0 is signed, and no key is trusted to verify it: pass --trust KEY.pub" in out

@@ -1,9 +1,11 @@
 """`farm`: fetch the right model for an app build from a published catalog version.
 
   farm versions --repo R
-  farm show     --repo R --version V [--json]
-  farm select   --repo R --version V (--aspect NAME | --camera WxH)
-  farm pull     --repo R --version V (--aspect NAME | --camera WxH | --bundle) --out DIR [--allow-stress]
+  farm show     --repo R --version V [--json] [--trust KEY.pub]
+  farm select   --repo R --version V (--aspect NAME | --camera WxH) [--trust KEY.pub]
+  farm pull     --repo R --version V (--aspect NAME | --camera WxH | --bundle) --out DIR
+                (--trust KEY.pub | --allow-unsigned) [--allow-stress]
+  farm verify   DIR --trust KEY.pub
   farm diff     --repo R A B
 
 R is the farm's git repository (a path or a git URL); V a published catalog version
@@ -15,6 +17,15 @@ may write only its declared output folder works); any failure removes that folde
 leaves DIR as it was (a DIR that did not exist is not left behind). The old sidecar goes
 first and the new one comes last, so a sidecar always describes the model beside it; an
 interrupted pull leaves a model with no sidecar (rerun it).
+
+Trust: `pull` first verifies the version's signature (committed at its tag by `make publish`) against the
+publisher keys the app pins: --trust KEY.pub (repeatable) or --trust-config FILE (keys with retirement rules),
+else the environment: FARM_TRUST (key paths joined by the OS path separator) and FARM_TRUST_CONFIG. It refuses,
+writing nothing, an unsigned release, a key it does not trust, a retired key, and a signature that does not
+cover the catalog; --allow-unsigned takes a release unverified, and its sidecar says so. A verified pull also
+writes the release folder (<name>-<version>.release/: catalog.json, provenance.json, signature.sig) into DIR,
+which lets `farm verify DIR --trust KEY.pub` re-check the files and sidecars there offline. `show` and `select`
+verify when given a key. Verifying needs the verify extra: pip install "da3-litert-farm[verify]".
 
 Remotes: a local folder needs nothing more; S3 needs `pip install "da3-litert-farm[s3]"` and
 credentials from the usual places (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE,
@@ -53,6 +64,8 @@ from urllib.parse import urlsplit, urlunsplit
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.client.remote import RemoteError, download, dvc_url, missing_plugin
 from da3_litert_farm.client.show import format_summary, summary
+from da3_litert_farm.client.trust import (TRUST_ENV, Release, Trust, TrustError, check_release, load_trust, read_release,
+                                          release_from_folder, short, write_release_folder)
 from da3_litert_farm.core import fileio
 from da3_litert_farm.core.aspects import Aspect, Shape, closest_aspect
 from da3_litert_farm.core.licensing import catalog_license
@@ -197,11 +210,29 @@ def bundle_file_name(catalog: dict) -> str:
     return f"{catalog['name']}-bundle-fp16.tflite"
 
 
+def release_folder_name(catalog: dict) -> str:
+    return f"{catalog['name']}-{catalog['version']}.release"
+
+
+def trusted_catalog(repo: str, version: str, trust: Trust | None, allow_unsigned: bool,
+                    required: bool = True) -> tuple[dict, dict, Release | None]:
+    """The catalog of a version, verified against the trusted keys: (catalog, what the sidecar records under
+    "signature", the release). `required=False` (show, select): without a key, not verified and not refused."""
+    catalog = read_catalog(repo, version)  # DVC's view of the tag: names an unknown version, a missing plugin
+    trust = trust or Trust()
+    if not trust and not required:
+        return catalog, {"verified": False, "reason": "not checked: no --trust key given"}, None
+    release = read_release(repo, version)
+    signature = check_release(release, trust, allow_unsigned, version)
+    return json.loads(release.catalog), signature, release
+
+
 def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
-         remote: str | None = None, bundle: bool = False, allow_stress: bool = False) -> tuple[Path, str]:
-    """Download, verify, then place the model (or the bundle) and its sidecar in `out`.
-    Returns (model path, reason)."""
-    catalog = read_catalog(repo, version)
+         remote: str | None = None, bundle: bool = False, allow_stress: bool = False, trust: Trust | None = None,
+         allow_unsigned: bool = False) -> tuple[Path, str]:
+    """Verify the release's signature, download, check the file's sha256, then place the model (or the bundle)
+    and its sidecar in `out` (and, when verified, the release folder). Returns (model path, reason)."""
+    catalog, signature, release = trusted_catalog(repo, version, trust, allow_unsigned)
     if stress_warning(catalog) and not allow_stress:
         raise PullError(f"catalog {version} was built from stress weights: its models compute noise, not depth; "
                         f"nothing was downloaded. Pull a catalog built from a trained checkpoint, or pass "
@@ -216,6 +247,8 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
         entry, reason = choose(catalog, aspect, camera)
         name = model_file_name(catalog, entry)
         document = sidecar(catalog, entry, repo, reason, name)
+    release_dir = release_folder_name(catalog) if signature["verified"] else None
+    document["signature"] = {**signature, **({"release_folder": release_dir} if release_dir else {})}
     # Staged in a hidden folder inside `out`: a sandboxed build step may write only there, and
     # placing is then a rename on the same filesystem. `out` is removed again on failure if
     # this pull created it.
@@ -235,6 +268,9 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
                                 f"{out} was left untouched")
             staged_sidecar = Path(staging) / f"{name}.json"
             fileio.write_json(staged_sidecar, document)
+            if release_dir:  # beside the files, for `farm verify`; placed first, so a sidecar never lacks it
+                write_release_folder(release, Path(staging) / release_dir)
+                place_folder(Path(staging) / release_dir, out, Path(staging) / "old-release")
             place(staged, staged_sidecar, out)
     except BaseException:
         for folder in created:  # deepest first; each is empty again once staging is gone
@@ -264,6 +300,107 @@ def place(model: Path, model_sidecar: Path, out: Path) -> None:
         os.remove(out / model_sidecar.name)
     os.replace(model, out / model.name)
     os.replace(model_sidecar, out / model_sidecar.name)
+
+
+def place_folder(folder: Path, out: Path, trash: Path) -> None:
+    """Move a release folder into `out`, replacing one of the same name (the same tag's, so the same files)."""
+    target = out / folder.name
+    if target.exists():
+        os.replace(target, trash)
+    os.replace(folder, target)
+
+
+# ---- farm verify: the files in an app's assets, against the signed release folders beside them ----
+
+# Sidecar fields that do not come from the signed catalog: how the model was chosen, where it came from, and
+# the pull's own verdict.
+UNSIGNED_FIELDS = ("selected", "catalog.repo", "signature")
+
+
+def verify_assets(folder: Path, trust: Trust) -> str:
+    """Every .tflite in `folder` (not recursive) and its sidecar, against the signed release folders there
+    (`pull --trust` writes them): the signature, the file's sha256, each sidecar fact. Raises TrustError."""
+    if not trust:
+        raise TrustError(f"verify needs the publisher's public key: --trust KEY.pub (or {TRUST_ENV})")
+    if not folder.is_dir():
+        raise TrustError(f"{folder} is not a folder")
+    releases, keys = {}, set()
+    for path in sorted(folder.glob("*.release")):
+        release = release_from_folder(path)
+        signature = check_release(release, trust, allow_unsigned=False)
+        catalog = json.loads(release.catalog)
+        releases[catalog["version"]] = catalog
+        keys.add(signature["key"])
+    if not releases:
+        raise TrustError(f"{folder} holds no signed release folder (*.release/, written by `farm pull --trust`): "
+                         f"nothing to verify against")
+    models = sorted(folder.glob("*.tflite"))
+    if not models:
+        raise TrustError(f"{folder} holds no .tflite file to verify")
+    for model in models:
+        side = model.with_name(f"{model.name}.json")
+        if not side.is_file():
+            raise TrustError(f"{model.name} has no sidecar {side.name}: pull it again")
+        try:
+            document = json.loads(side.read_text())
+            version = document["catalog"]["version"]
+        except (ValueError, KeyError, TypeError):
+            raise TrustError(f"{side.name} is not a sidecar any more (not JSON with catalog.version): it was "
+                             f"changed after the pull") from None
+        if version not in releases:
+            raise TrustError(f"{side.name} names catalog {version}, of which {folder} holds no signed release "
+                             f"folder")
+        catalog = releases[version]
+        expected = _expected_sidecar(catalog, model.name, document)
+        if expected is None:
+            raise TrustError(f"{model.name} is not a file of the signed catalog {version}")
+        digest = fileio.sha256_file(model)
+        if digest != expected["sha256"]:
+            raise TrustError(f"{model.name}: sha256 {digest} is not the signed catalog {version}'s {expected['sha256']}"
+                             f": the file was changed after signing")
+        changed = _first_difference(expected, document)
+        if changed:
+            raise TrustError(f"{side.name}: field {changed} differs from the signed catalog {version}: the sidecar "
+                             f"was changed after the pull")
+    return (f"verified {len(models)} file{'s' if len(models) > 1 else ''} and their sidecars in {folder} against "
+            f"catalog {', '.join(sorted(releases))}, signed by key {', '.join(short(k) for k in sorted(keys))}")
+
+
+def _expected_sidecar(catalog: dict, name: str, actual: dict) -> dict | None:
+    """The sidecar `pull` writes for file `name` of `catalog`, with the fields the catalog does not decide taken
+    from `actual`."""
+    repo = (actual.get("catalog") or {}).get("repo", "") if isinstance(actual.get("catalog"), dict) else ""
+    if "bundle" in catalog and name == bundle_file_name(catalog):
+        expected = bundle_sidecar(catalog, repo, name)
+    else:
+        entry = next((m for m in catalog["models"] if model_file_name(catalog, m) == name), None)
+        if entry is None:
+            return None
+        expected = sidecar(catalog, entry, repo, actual.get("selected", ""), name)
+    expected["catalog"]["repo"] = repo  # as the sidecar has it: public_repo() of what the pull was given
+    return expected
+
+
+def _first_difference(expected, actual, prefix: str = "") -> str | None:
+    """The first field (dotted path) where `actual` differs from `expected`, skipping UNSIGNED_FIELDS."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key in sorted(set(expected) | set(actual)):
+            path = f"{prefix}{key}"
+            if path in UNSIGNED_FIELDS:
+                continue
+            if key not in expected or key not in actual:
+                return path
+            found = _first_difference(expected[key], actual[key], f"{path}.")
+            if found:
+                return found
+        return None
+    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
+        for i, (a, b) in enumerate(zip(expected, actual)):
+            found = _first_difference(a, b, f"{prefix}{i}.")
+            if found:
+                return found
+        return None
+    return None if expected == actual and type(expected) is type(actual) else prefix.rstrip(".")
 
 
 def diff(repo: str, old: str, new: str) -> list[dict]:
@@ -346,25 +483,53 @@ def build_parser() -> argparse.ArgumentParser:
                                     "a portrait app (a sensor reports 1920x1080); picks the closest ratio")
             return which
 
+    def trusting(p, unsigned=True):
+        p.add_argument("--trust", action="append", metavar="KEY.pub", default=[],
+                       help="a publisher's public key (PEM) to verify the release's signature with; repeatable. "
+                            "Default: the paths in FARM_TRUST")
+        p.add_argument("--trust-config", action="append", metavar="FILE", default=[],
+                       help='JSON {"keys": [{"path": ..., "retired_from_version": ..., "not_after": ...}]}: trusted '
+                            "keys with retirement rules. Default: FARM_TRUST_CONFIG")
+        if unsigned:
+            p.add_argument("--allow-unsigned", action="store_true",
+                           help="take a release whose signature is absent, or not checked for want of a key "
+                                "(the sidecar says not verified)")
+
     common(sub.add_parser("versions", help="list published catalog versions"), pick=False)
     p = sub.add_parser("show", help="a version's models: shapes, sizes, sha256, CPU and GPU fidelity, weights, tools")
     common(p, pick=False)
     p.add_argument("--version", required=True, help="published catalog version, e.g. 0.1.0")
     p.add_argument("--json", action="store_true")
-    common(sub.add_parser("select", help="print which model a camera or aspect gets"))
-    p = sub.add_parser("pull", help="download and verify a model (or the bundle), write it with its sidecar")
+    trusting(p)
+    p = sub.add_parser("select", help="print which model a camera or aspect gets")
+    common(p)
+    trusting(p)
+    p = sub.add_parser("pull", help="verify the release's signature, download a model (or the bundle), check its "
+                                    "sha256, write it with its sidecar")
     common(p).add_argument("--bundle", action="store_true",
                            help="the bundle: every aspect in one file, a signature per aspect")
     p.add_argument("--out", required=True, type=Path, help="target directory (created if missing)")
     p.add_argument("--remote", help="DVC remote name to download from (default: the repository's default)")
     p.add_argument("--allow-stress", action="store_true",
                    help="pull a catalog built from stress weights (noise; for dry runs of an app's plumbing)")
+    trusting(p)
+    p = sub.add_parser("verify", help="offline: the .tflite files and sidecars in DIR against the signed release "
+                                      "folders that `pull --trust` wrote there")
+    p.add_argument("dir", type=Path, metavar="DIR")
+    trusting(p, unsigned=False)
     p = sub.add_parser("diff", help="what changed between two catalog versions")
     common(p, pick=False)
     p.add_argument("old")
     p.add_argument("new")
     p.add_argument("--json", action="store_true")
     return parser
+
+
+def _signature_line(signature: dict) -> str:
+    if signature["verified"]:
+        return (f"signature: verified, {signature['release']} signed by key {short(signature['key'])}"
+                + (f"; release folder {signature['release_folder']}" if signature.get("release_folder") else ""))
+    return f"signature: NOT verified: {signature['reason']}"
 
 
 def _warn(warning: str | None) -> None:
@@ -378,25 +543,37 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "versions":
             print("\n".join(published_versions(args.repo)) or "no published versions")
         elif args.command == "show":
-            shown = summary(read_catalog(args.repo, args.version))
-            print(json.dumps(shown, indent=2) if args.json else format_summary(shown))
+            catalog, signature, _ = trusted_catalog(args.repo, args.version, load_trust(args.trust, args.trust_config),
+                                                    args.allow_unsigned, required=False)
+            shown = summary(catalog)
+            if args.json:
+                print(json.dumps({**shown, "signature": signature}, indent=2))
+            else:
+                print(f"{format_summary(shown)}\n{_signature_line(signature)}")
         elif args.command == "select":
-            catalog = read_catalog(args.repo, args.version)
+            catalog, signature, _ = trusted_catalog(args.repo, args.version, load_trust(args.trust, args.trust_config),
+                                                    args.allow_unsigned, required=False)
             entry, reason = choose(catalog, args.aspect, args.camera)
             print(f"{reason}\n{entry['aspect']}: {entry['file']} sha256 {entry['sha256']}")
             if "bundle" in catalog:
                 print(f"in the bundle: signature {entry['aspect']!r} of {catalog['bundle']['file']} "
                       f"(farm pull --bundle)")
+            print(_signature_line(signature))
             _warn(stress_warning(catalog))
         elif args.command == "pull":
             path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote,
-                                args.bundle, args.allow_stress)
+                                args.bundle, args.allow_stress, load_trust(args.trust, args.trust_config),
+                                args.allow_unsigned)
+            document = json.loads(Path(f"{path}.json").read_text())
             print(f"{reason}\nwrote {path} (sha256 verified) and {path.name}.json")
-            _warn(json.loads(Path(f"{path}.json").read_text()).get("warning"))
+            print(_signature_line(document["signature"]))
+            _warn(document.get("warning"))
+        elif args.command == "verify":
+            print(verify_assets(args.dir, load_trust(args.trust, args.trust_config)))
         elif args.command == "diff":
             rows = diff(args.repo, args.old, args.new)
             print(json.dumps(rows, indent=2) if args.json else format_diff(rows, args.old, args.new))
-    except (PullError, GitError, OSError) as exc:
+    except (PullError, TrustError, GitError, OSError) as exc:
         print(f"farm {args.command}: {exc}", file=sys.stderr)
         return 1
     return 0

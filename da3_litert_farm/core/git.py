@@ -27,9 +27,20 @@ def git(*args: str, cwd: Union[Path, str] = ".", stdin: Optional[str] = None, ch
     """Run `git ARGS` in `cwd` and return what it printed on stdout.
 
     check=False: a non-zero exit is not an error (best-effort clean-up); git missing or too slow still is."""
+    return _run(args, cwd, stdin, check, timeout, text=True)
+
+
+def git_bytes(*args: str, cwd: Union[Path, str] = ".", timeout: Optional[float] = TIMEOUT_S) -> bytes:
+    """`git ARGS` as git(), returning stdout's exact bytes (`git show REV:PATH` of a signed file: no decoding,
+    no newline translation)."""
+    return _run(args, cwd, None, True, timeout, text=False)
+
+
+def _run(args: tuple, cwd: Union[Path, str], stdin: Optional[str], check: bool, timeout: Optional[float],
+         text: bool):
     where = f"`{_shown(args)}` in {Path(cwd).resolve()}"
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, text=True,
+        proc = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, text=text,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
         raise GitError(f"{where} gave no result in {timeout:g} s") from None
@@ -37,7 +48,9 @@ def git(*args: str, cwd: Union[Path, str] = ".", stdin: Optional[str] = None, ch
         raise GitError(f"{where} could not start: {exc}") from None
     if check and proc.returncode != 0:
         # Most commands say why on stderr; a few (commit with nothing to commit) on stdout.
-        reason = "\n".join((proc.stderr.strip() or proc.stdout.strip()).splitlines()[:_REASON_LINES])
+        err, out = (proc.stderr, proc.stdout) if text else (proc.stderr.decode("utf-8", "replace"),
+                                                            proc.stdout.decode("utf-8", "replace"))
+        reason = "\n".join((err.strip() or out.strip()).splitlines()[:_REASON_LINES])
         raise GitError(f"{where} failed (exit {proc.returncode}): {reason}")
     return proc.stdout
 

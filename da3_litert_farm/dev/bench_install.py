@@ -1,6 +1,6 @@
 """Benchmark what installing the farm's repository costs an app build machine: the light client
-(`pip install <repo>`, and with the plugin of an S3 or SSH remote: `<repo>[s3]`, `<repo>[ssh]`)
-against the full farm (`pip install <repo>[farm]`, which is what the plain install used to bring).
+(`pip install <repo>`, and with the plugin of an S3 or SSH remote: `<repo>[s3]`, `<repo>[ssh]`; with the
+signature check: `<repo>[verify]`, `<repo>[s3,verify]`) against the full farm (`pip install <repo>[farm]`, which is what the plain install used to bring).
 
     python -m da3_litert_farm.dev.bench_install [--python python3.9] [--only VARIANT] [--record NAME]
 
@@ -24,8 +24,10 @@ from da3_litert_farm.core.git import git
 from da3_litert_farm.dev import figures
 
 REPO = Path(__file__).resolve().parents[2]
-# The client alone, with each remote's plugin (what an app build installs), and the whole farm.
-VARIANTS = {"client": "", "client[s3]": "[s3]", "client[ssh]": "[ssh]", "farm": "[farm]"}
+# The client alone, with each remote's plugin (what an app build installs), with the verify extra that checks
+# signatures (model-signing), and the whole farm.
+VARIANTS = {"client": "", "client[s3]": "[s3]", "client[ssh]": "[ssh]", "client[verify]": "[verify]",
+            "client[s3,verify]": "[s3,verify]", "farm": "[farm]"}
 
 
 def repo_copy(dst: Path) -> Path:
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         for variant in [args.only] if args.only else list(VARIANTS):
             r = measure(args.python, variant, work)
             results.append(r)
-            print(f"{r['variant']:<11} python {r['python']:<8} install {r['seconds']:6.1f} s   venv {r['mb']:7.0f} MB   "
+            print(f"{r['variant']:<17} python {r['python']:<8} install {r['seconds']:6.1f} s   venv {r['mb']:7.0f} MB   "
                   f"{r['dists']} distributions", flush=True)
     if args.record:
         path = figures.record(args.record, figure_rows(results),

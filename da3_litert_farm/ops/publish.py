@@ -7,7 +7,14 @@ not up to date (`dvc status`); the catalog's version is not params.yaml's; any c
 model failed a gate or no longer has its catalogued sha256; any model skipped the GPU check
 (validation.gpu: skip) unless --allow-unchecked-gpu; the catalog was built from stress
 weights (checkpoint.source: random) unless --allow-stress; the version is older than the
-newest published one; or the version is already published with different files.
+newest published one; the version is already published with different files; or there is no
+publisher key (FARM_SIGNING_KEY, default ~/.config/da3-litert-farm/publisher.pem; `make keys`)
+unless --unsigned.
+
+Signed (da3_litert_farm/ops/signing.py): the release folder, the catalog and an in-toto provenance
+statement, is signed with the publisher key (model-signing, key mode); provenance.json and
+signature.sig are committed under artifacts/release/ with the artifacts declaration, and the catalog
+tag's message names the key's fingerprint and the signature's sha256 (or says unsigned).
 
 All or nothing, as the remote and a client see it: the files are pushed to the DVC remote
 first; then every tag (`catalog/v<version>`, and `<artifact>@v<version>` per model, DVC's
@@ -20,7 +27,9 @@ leaves what was already made (tags, the artifacts commit) as it is.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +43,10 @@ from da3_litert_farm.core.aspects import BUNDLE
 from da3_litert_farm.ops.catalog import validate_catalog
 from da3_litert_farm.client.remote import scheme
 from da3_litert_farm.ops.remote import committed_remote
-from da3_litert_farm.config.params import ParamsError, load_params
+from da3_litert_farm.ops.signing import (RELEASE_DIR, SigningError, key_path, provenance, sign_release, signed_by,
+                                         signing_key)
+from da3_litert_farm.client.trust import SIGNATURE, UNSIGNED_LINE
+from da3_litert_farm.config.params import PARAMS_FILE, ParamsError, load_params
 from da3_litert_farm.core.git import GitError, git
 from da3_litert_farm.core.releases import (artifact_name, model_tag, published_versions, stress_warning, tag_for,
                                       version_key)
@@ -165,12 +177,15 @@ def check_same_models(catalog: dict, rev: str) -> None:
                            f"({'; '.join(changes)}) at {rev}; bump catalog.version in params.yaml")
 
 
-def planned_tags(catalog: dict) -> dict[str, str]:
-    """Every tag of a published version, with its message (which repeats any stress warning)."""
+def planned_tags(catalog: dict, signed: dict | None = None) -> dict[str, str]:
+    """Every tag of a published version, with its message (which repeats any stress warning); the catalog tag's
+    also says who signed it (`signed`: fingerprint and signature sha256), or that it is unsigned."""
     warning = stress_warning(catalog)
     suffix = f"\n\n{warning}" if warning else ""
     aspects = ", ".join(f"{m['aspect']} {m['height']}x{m['width']}" for m in catalog["models"])
-    tags = {tag_for(catalog["version"]): f"{catalog['name']} {catalog['version']}: {aspects}{suffix}"}
+    trust = (f"signed by key {signed['key']} (sha256 of its public key PEM); {RELEASE_DIR / SIGNATURE} sha256 "
+             f"{signed['signature_sha256']}" if signed else UNSIGNED_LINE)
+    tags = {tag_for(catalog["version"]): f"{catalog['name']} {catalog['version']}: {aspects}\n\n{trust}{suffix}"}
     for m in catalog["models"]:
         tags[model_tag(catalog, m["aspect"])] = f"{artifact_name(catalog, m['aspect'])}, catalog {catalog['version']}{suffix}"
     if "bundle" in catalog:
@@ -205,21 +220,45 @@ def make_tags(catalog: dict, tags: dict[str, str]) -> list[str]:
     return missing
 
 
-def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_stress: bool = False) -> str:
+def write_release(catalog: dict, key: Path | None) -> tuple[bool, dict | None]:
+    """artifacts/release/ for this catalog: provenance.json and signature.sig signed with `key`, kept when a
+    signature by that key over this catalog is already there; removed when unsigned (key None). Returns (whether
+    it changed, what the tag records)."""
+    if key is None:
+        if not RELEASE_DIR.exists():
+            return False, None
+        shutil.rmtree(RELEASE_DIR)
+        return True, None
+    catalog_bytes = paths.CATALOG.read_bytes()
+    kept = signed_by(catalog_bytes, RELEASE_DIR, key)
+    if kept:
+        return False, kept
+    commit = git("rev-parse", "HEAD").strip()
+    statement = provenance(catalog, commit, yaml.safe_load(PARAMS_FILE.read_text()))
+    files = sign_release(catalog_bytes, statement, key, RELEASE_DIR)
+    return True, {"key": signing_key(key)[1], "signature_sha256": hashlib.sha256(files[SIGNATURE]).hexdigest()}
+
+
+def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_stress: bool = False,
+            unsigned: bool = False) -> str:
     params = load_params()
     catalog = json.loads(paths.CATALOG.read_text())
     check_publishable(catalog, params.catalog.version, allow_unchecked_gpu, allow_stress)
+    key = None if unsigned else signing_key(key_path())[0]
     already = check_version(catalog, published_versions("."))
-    if write_artifacts_section(catalog):
-        git("add", paths.DVC_FILE.as_posix())
-        git("commit", "-q", "-m", f"Declare the models of catalog {catalog['version']} as DVC artifacts")
+    declared = write_artifacts_section(catalog)
+    released, signed = write_release(catalog, key)
+    if declared or released:
+        git("add", "-A", "--", paths.DVC_FILE.as_posix(), *([RELEASE_DIR.as_posix()] if released else []))
+        what = " and sign the release" if signed else (" (unsigned)" if released else "")
+        git("commit", "-q", "-m", f"Declare the models of catalog {catalog['version']} as DVC artifacts{what}")
     files = [m["file"] for m in shipped_files(catalog).values()]
     push = subprocess.run([sys.executable, "-m", "dvc", "push", *(["-r", remote] if remote else []), *files],
                           capture_output=True, text=True)
     if push.returncode != 0:
         raise PublishError(f"dvc push failed, nothing was tagged (rerun once the remote works): "
                            f"{(push.stdout + push.stderr).strip()}")
-    tags = planned_tags(catalog)
+    tags = planned_tags(catalog, signed)
     made = make_tags(catalog, tags)
     tag = tag_for(catalog["version"])
     summary = (f"{'re-pushed' if already and not made else 'published'} {catalog['name']} {catalog['version']} "
@@ -229,6 +268,8 @@ def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_
     if not remote and scheme(committed_remote()[1]) == "local":
         summary += (f" to a folder on this machine ({committed_remote()[1]}): only this machine can pull it; "
                     "`make remote URL=...` points the committed remote at S3 or SSH")
+    summary += (f"; signed by key {signed['key'][:16]} ({key})" if signed
+                else "; UNSIGNED (--unsigned): apps that pin a publisher key refuse it")
     if "origin" in git("remote").split():
         try:
             # Tags only (the branch is yours to push); --atomic: origin gets all of them or none.
@@ -247,10 +288,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="publish models whose GPU check was skipped (validation.gpu: skip)")
     parser.add_argument("--allow-stress", action="store_true",
                         help="publish a catalog built from stress weights (checkpoint.source: random), for dry runs")
+    parser.add_argument("--unsigned", action="store_true",
+                        help="publish without signing (no publisher key): the tag says unsigned, and apps that pin "
+                             "a key refuse it")
     args = parser.parse_args(argv)
     try:
-        print(f"publish: {publish(args.remote, args.allow_unchecked_gpu, args.allow_stress)}")
-    except (PublishError, GitError, ParamsError, FileNotFoundError) as exc:
+        print(f"publish: {publish(args.remote, args.allow_unchecked_gpu, args.allow_stress, args.unsigned)}")
+    except (PublishError, SigningError, GitError, ParamsError, FileNotFoundError) as exc:
         print(f"publish: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -192,7 +192,7 @@ def test_bench_install_records_what_it_prints(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_install, "measure", measure)
     monkeypatch.setattr(figures, "record", functools.partial(figures.record, folder=tmp_path))
     assert bench_install.main(["--only", "client", "--record", "install"]) == 0
-    assert "client      python 3.11.9   install   12.3 s   venv    1234 MB   7 distributions" in capsys.readouterr().out
+    assert "client            python 3.11.9   install   12.3 s   venv    1234 MB   7 distributions" in capsys.readouterr().out
     doc = json.loads((tmp_path / "install.json").read_text())
     assert doc["measured_on"]["command"] == "python -m da3_litert_farm.dev.bench_install --only client --record install"
     assert figures.render("install", folder=tmp_path).splitlines()[:3] == [

@@ -7,6 +7,8 @@ and shared by the lint, quantize and fidelity tests.
 from __future__ import annotations
 
 import copy
+import os
+import time
 import logging
 import shutil
 import tempfile
@@ -122,3 +124,27 @@ def first_build(tmp_path_factory, stress_net) -> FirstBuild:
     ran, _ = farm.repro()
     assert ran == {"params", "checkpoint", "bundle", "catalog", "report"} | chain("a", "b")
     return FirstBuild(farm, farm.lock(), farm.catalog())
+
+
+@pytest.fixture(scope="session")
+def fault_template(tmp_path_factory):
+    """The fault suite's built farm (tests/fault_farm.py), built once; tests take copies (copy_farm).
+    FARM_FAULT_TEMPLATE=DIR reuses one built earlier at DIR/farm, for iterating on the suite."""
+    from tests.fault_farm import build_template
+
+    prebuilt = os.environ.get("FARM_FAULT_TEMPLATE")
+    if prebuilt:
+        return Farm(Path(prebuilt) / "farm")
+    return build_template(tmp_path_factory.mktemp("fault-template"))
+
+
+@pytest.fixture(scope="session")
+def fault_log():
+    """Every fault trial of the run; written to docs/figures/reliability.json at the end when FARM_FAULTS_RECORD
+    is set (make test-long)."""
+    from tests.fault_farm import FaultLog, write_record
+
+    started = time.monotonic()
+    log = FaultLog()
+    yield log
+    write_record(log, started)

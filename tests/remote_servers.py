@@ -166,3 +166,18 @@ def silent_server() -> Iterator[int]:
         for conn in held:
             conn.close()
         listener.close()
+
+
+@contextlib.contextmanager
+def sshd_again(ssh: SSH) -> Iterator[subprocess.Popen]:
+    """Start ssh_server's sshd again, after a test killed it: same config, so the same port and host key
+    (clients' known_hosts still match)."""
+    work = ssh.home.parent / "sshd"
+
+    def banner() -> bool:
+        with socket.create_connection(("127.0.0.1", ssh.port), timeout=2) as conn:
+            return conn.recv(4).startswith(b"SSH-")
+
+    with _process([find_sshd(), "-D", "-e", "-f", str(work / "sshd_config")], work / "sshd-again.log") as proc:
+        _wait_for(banner, proc, "sshd")
+        yield proc

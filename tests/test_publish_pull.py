@@ -25,12 +25,11 @@ from da3_litert_farm.core.fileio import sha256_file
 from da3_litert_farm.ops.signing import signing_key
 from da3_litert_farm.report.report_check import check_report
 from tests.farm_repo import Farm, repo_files
+from tests.fault_farm import ASPECTS as TINY, copy_farm
 from tests.remote_servers import S3, SSH, free_port, s3_server, silent_server, ssh_server
 
 REPO = Path(__file__).resolve().parents[1]
 FARM_BIN = Path(sys.executable).parent / "farm"
-TINY = {"9x16": {"ratio": "9:16", "long_side": 112}, "3x4": {"ratio": "3:4", "long_side": 112},
-        "16x9": {"ratio": "16:9", "long_side": 112}}
 
 
 def run(*cmd, cwd, env, ok=True):
@@ -54,25 +53,13 @@ ALLOW = (*CHECKS, "--unsigned")
 
 
 @pytest.fixture(scope="module")
-def published(module_dir):
-    """A stress-weights farm with versions 0.1.0 and 0.2.0 (16x9 rebuilt at another shape) published."""
+def published(module_dir, fault_template):
+    """A stress-weights farm with versions 0.1.0 and 0.2.0 (16x9 rebuilt at another shape) published.
+
+    A copy of the fault suite's built farm (tests/fault_farm.py: TINY, stress weights, committed as catalog
+    0.1.0); the GPU path is tested in test_farm_e2e, here its skip path: refused, then allowed explicitly."""
     root = module_dir("publish")
-    farm = Farm(root / "farm")
-    for f in repo_files():
-        (farm.root / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / f, farm.root / f)
-    doc = farm.params
-    doc["checkpoint"].update(source="random", seed=0)
-    doc["aspects"] = dict(TINY)
-    # The GPU path is tested in test_farm_e2e; here its skip path: refused, then allowed explicitly.
-    doc["validation"]["gpu"] = "skip"
-    farm.set_params(doc)
-    farm.git("init", "-q")
-    farm.git("config", "user.email", "t@t")
-    farm.git("config", "user.name", "t")
-    farm.repro()
-    farm.git("add", "-A")
-    farm.git("commit", "-qm", "catalog 0.1.0")
+    farm = copy_farm(fault_template, root)
     out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", cwd=farm.root, env=farm.env, ok=False)
     assert "aspects 9x16, 3x4, 16x9 were never run on the GPU accelerator (validation.gpu: skip)" in out
     assert "--allow-unchecked-gpu" in out and not farm.git("tag").strip()
@@ -415,7 +402,7 @@ def test_publish_is_all_or_nothing_at_each_failure_point(published):
     run(sys.executable, "-m", "dvc", "remote", "modify", "--local", "storage", "url", root / "blocker" / "remote",
         cwd=farm.root, env=farm.env)
     out = run(*publish, cwd=farm.root, env=farm.env, ok=False)
-    assert "dvc push failed, nothing was tagged" in out
+    assert f"dvc push to the DVC remote 'storage' ({root / 'blocker' / 'remote'}) failed, nothing was tagged" in out
     assert _tags(farm.root, "0.3.0") == {} and _tags(origin, "0.3.0") == {}
     head = farm.git("rev-parse", "HEAD")  # the artifacts commit, made before pushing
     (farm.root / ".dvc" / "config.local").unlink()

@@ -20,8 +20,11 @@ All or nothing, as the remote and a client see it: the files are pushed to the D
 first; then every tag (`catalog/v<version>`, and `<artifact>@v<version>` per model, DVC's
 artifact versions) is made in one git transaction; then all are pushed to `origin` (if it
 exists) with `git push --atomic`. A client lists versions by their tags, so it never sees a
-version whose files are not on the remote. A rerun after any failure finishes the job and
-leaves what was already made (tags, the artifacts commit) as it is.
+version whose files are not on the remote. A rerun after any failure, or after the publish
+was killed at any point, finishes the job and leaves what was already made (tags, the artifacts
+commit) as it is. Two clones publishing one version at once: origin takes one clone's tags, and
+the other is refused, before it changes anything or when origin rejects its tags (then it deletes
+the local tags it made), with the winner's commit and what to do.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -41,8 +44,10 @@ from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import BUNDLE
 from da3_litert_farm.ops.catalog import validate_catalog
+from da3_litert_farm.ops.cache_check import check_cache
 from da3_litert_farm.client.remote import scheme
-from da3_litert_farm.ops.remote import committed_remote
+from da3_litert_farm.ops.remote import committed_remote, local_override
+from da3_litert_farm.ops.stall_watch import run_watched
 from da3_litert_farm.ops.signing import (RELEASE_DIR, SigningError, key_path, provenance, sign_release, signed_by,
                                          signing_key)
 from da3_litert_farm.client.trust import SIGNATURE, UNSIGNED_LINE
@@ -51,6 +56,10 @@ from da3_litert_farm.core.git import GitError, git
 from da3_litert_farm.core.releases import (artifact_name, model_tag, published_versions, stress_warning, tag_for,
                                       version_key)
 
+# A push that has read and written nothing for this long is given up on (da3_litert_farm/ops/stall_watch.py);
+# FARM_PUSH_STALL_S overrides it (a slow link whose uploads pause longer, or a test).
+PUSH_STALL_S = 120
+PUSH_STALL_ENV = "FARM_PUSH_STALL_S"
 ARTIFACTS_MARKER = "# --- artifacts: written by `make publish` from artifacts/catalog.json; do not edit below ---"
 
 
@@ -97,24 +106,35 @@ def artifacts_section(catalog: dict) -> dict:
     return section
 
 
+def declared_text(catalog: dict, dvc_file: Path = paths.DVC_FILE) -> str:
+    """dvc.yaml with its generated tail replaced by the artifacts of `catalog`."""
+    head = dvc_file.read_text().split(ARTIFACTS_MARKER, 1)[0].rstrip("\n")
+    tail = yaml.safe_dump({"artifacts": artifacts_section(catalog)}, sort_keys=False)
+    return f"{head}\n\n{ARTIFACTS_MARKER}\n{tail}"
+
+
 def write_artifacts_section(catalog: dict, dvc_file: Path = paths.DVC_FILE) -> bool:
     """Replace the generated tail of dvc.yaml; return whether the file changed."""
-    text = dvc_file.read_text()
-    head = text.split(ARTIFACTS_MARKER, 1)[0].rstrip("\n")
-    tail = yaml.safe_dump({"artifacts": artifacts_section(catalog)}, sort_keys=False)
-    new = f"{head}\n\n{ARTIFACTS_MARKER}\n{tail}"
-    if new == text:
+    new = declared_text(catalog, dvc_file)
+    if new == dvc_file.read_text():
         return False
     fileio.write_bytes(dvc_file, new.encode())
     return True
 
 
+def interrupted_declaration(catalog: dict, status: str) -> bool:
+    """Whether the only change (`git status --porcelain`) is dvc.yaml declaring exactly these artifacts: what a
+    publish killed before committing its declaration leaves. The rerun commits it."""
+    changed = [line[3:] for line in status.splitlines()]
+    return changed == [paths.DVC_FILE.as_posix()] and paths.DVC_FILE.read_text() == declared_text(catalog)
+
+
 def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = False,
                       allow_stress: bool = False) -> None:
     """Every refusal that depends only on the local state; raises PublishError."""
-    dirty = git("status", "--porcelain").strip()
-    if dirty:
-        raise PublishError(f"the working tree is dirty; commit or stash first:\n{dirty}")
+    status = git("status", "--porcelain")
+    if status.strip() and not interrupted_declaration(catalog, status):
+        raise PublishError(f"the working tree is dirty; commit or stash first:\n{status.strip()}")
     from dvc.repo import Repo
 
     stale = Repo(".").status()
@@ -220,6 +240,45 @@ def make_tags(catalog: dict, tags: dict[str, str]) -> list[str]:
     return missing
 
 
+def check_git_locks() -> None:
+    """Refuse, naming them, lock files that would stop the commit: git's own error is cut short of its advice."""
+    branch = git("symbolic-ref", "-q", "HEAD", check=False).strip()
+    locks = [git("rev-parse", "--git-path", f"{name}.lock").strip() for name in ["index", "HEAD", branch] if name]
+    held = " ".join(lock for lock in locks if Path(lock).exists())
+    if held:
+        raise PublishError(f"{held}: git lock files, left by a git command killed in this repository (or one still "
+                           f"running); if none runs, delete them (rm {held}) and rerun `make publish`")
+
+
+def tags_at(repo: str, names: list[str]) -> dict[str, tuple[str, str]]:
+    """Those of the tags `names` that `repo` ("." or "origin") holds: name -> (tag object, its commit)."""
+    refs = {ref: oid for oid, ref in (line.split("\t", 1) for line in git("ls-remote", "--tags", repo).splitlines())}
+    return {name: (refs[f"refs/tags/{name}"], refs.get(f"refs/tags/{name}^{{}}", refs[f"refs/tags/{name}"]))
+            for name in names if f"refs/tags/{name}" in refs}
+
+
+def check_origin(version: str, names: list[str], made: list[str] = ()) -> None:
+    """Refuse when origin holds tags of this version that this clone lacks or has other objects for: another
+    publish won. The local tags this run `made` (which origin then refused) are deleted, so that they never
+    disagree with origin's; older ones are named for the user to delete."""
+    try:
+        theirs = tags_at("origin", names)
+    except GitError:
+        return  # origin cannot be read; the push says why
+    mine = tags_at(".", names)
+    if all(mine.get(name) == held for name, held in theirs.items()):
+        return
+    git("update-ref", "--stdin", stdin="".join(f"delete refs/tags/{name} {mine[name][0]}\n" for name in made))
+    stale = [name for name in names if name in mine and name not in made and mine[name] != theirs.get(name)]
+    winner = theirs.get(tag_for(version), next(iter(theirs.values())))[1]
+    raise PublishError(
+        f"another publish won catalog {version}: origin holds its tags at commit {winner[:12]}, not at this "
+        "clone's" + (" (the tags this run made, which origin refused, are deleted here)" if made else "")
+        + (f"; delete this clone's older ones (git tag -d {' '.join(stale)})" if stale else "")
+        + "; `git fetch origin --tags` gets the published ones, or bump catalog.version in params.yaml and run "
+        "`make farm` to publish this build as a new version")
+
+
 def write_release(catalog: dict, key: Path | None) -> tuple[bool, dict | None]:
     """artifacts/release/ for this catalog: provenance.json and signature.sig signed with `key`, kept when a
     signature by that key over this catalog is already there; removed when unsigned (key None). Returns (whether
@@ -239,6 +298,17 @@ def write_release(catalog: dict, key: Path | None) -> tuple[bool, dict | None]:
     return True, {"key": signing_key(key)[1], "signature_sha256": hashlib.sha256(files[SIGNATURE]).hexdigest()}
 
 
+def push_target(remote: str | None) -> str:
+    """The remote a push goes to, as a failure names it: its name and the URL in force on this machine."""
+    try:
+        name, url, _ = committed_remote()
+        if remote and remote != name:
+            return f"the DVC remote {remote!r}"
+        return f"the DVC remote {name!r} ({local_override(name) or url})"
+    except FarmError:
+        return f"the DVC remote {remote!r}" if remote else "the default DVC remote"
+
+
 def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_stress: bool = False,
             unsigned: bool = False) -> str:
     params = load_params()
@@ -246,23 +316,36 @@ def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_
     check_publishable(catalog, params.catalog.version, allow_unchecked_gpu, allow_stress)
     key = None if unsigned else signing_key(key_path())[0]
     already = check_version(catalog, published_versions("."))
-    declared = write_artifacts_section(catalog)
+    origin = "origin" in git("remote").split()
+    names = list(planned_tags(catalog))
+    if origin:
+        check_origin(catalog["version"], names)
+    write_artifacts_section(catalog)
     released, signed = write_release(catalog, key)
-    if declared or released:
+    # Whatever differs from HEAD: this run's declaration, or one a killed run wrote and never committed.
+    if git("status", "--porcelain", "--", paths.DVC_FILE.as_posix(), RELEASE_DIR.as_posix()).strip():
+        check_git_locks()
         git("add", "-A", "--", paths.DVC_FILE.as_posix(), *([RELEASE_DIR.as_posix()] if released else []))
         what = " and sign the release" if signed else (" (unsigned)" if released else "")
         git("commit", "-q", "-m", f"Declare the models of catalog {catalog['version']} as DVC artifacts{what}")
     files = [m["file"] for m in shipped_files(catalog).values()]
-    push = subprocess.run([sys.executable, "-m", "dvc", "push", *(["-r", remote] if remote else []), *files],
-                          capture_output=True, text=True)
-    if push.returncode != 0:
-        raise PublishError(f"dvc push failed, nothing was tagged (rerun once the remote works): "
-                           f"{(push.stdout + push.stderr).strip()}")
+    check_cache(files, PublishError)  # dvc push uploads cache objects unchecked: repair or refuse first
+    stall_s = float(os.environ.get(PUSH_STALL_ENV, PUSH_STALL_S))
+    code, output = run_watched([sys.executable, "-m", "dvc", "push", *(["-r", remote] if remote else []), *files],
+                               stall_s)
+    if code is None:
+        raise PublishError(f"dvc push to {push_target(remote)} stopped moving data for {stall_s:.0f} s and was "
+                           f"stopped, nothing was tagged: the host accepts connections but answers nothing; check "
+                           f"the host, the network or a VPN, then rerun: {output.strip()[-500:]}")
+    if code != 0:
+        raise PublishError(f"dvc push to {push_target(remote)} failed, nothing was tagged (rerun once the remote "
+                           f"works): {output.strip()}")
     tags = planned_tags(catalog, signed)
     made = make_tags(catalog, tags)
     tag = tag_for(catalog["version"])
     summary = (f"{'re-pushed' if already and not made else 'published'} {catalog['name']} {catalog['version']} "
-               f"as {tag}: {len(catalog['models'])} models" + (" and their bundle" if "bundle" in catalog else ""))
+               f"as {tag}: {len(catalog['models'])} model{'s' * (len(catalog['models']) != 1)}"
+               + (" and their bundle" if "bundle" in catalog else ""))
     if stress_warning(catalog):
         summary += " (STRESS WEIGHTS: --allow-stress)"
     if not remote and scheme(committed_remote()[1]) == "local":
@@ -270,11 +353,13 @@ def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_
                     "`make remote URL=...` points the committed remote at S3 or SSH")
     summary += (f"; signed by key {signed['key'][:16]} ({key})" if signed
                 else "; UNSIGNED (--unsigned): apps that pin a publisher key refuse it")
-    if "origin" in git("remote").split():
+    if origin:
         try:
             # Tags only (the branch is yours to push); --atomic: origin gets all of them or none.
             git("push", "--atomic", "origin", *(f"refs/tags/{name}" for name in tags))
         except GitError as exc:
+            # Another clone may have pushed this version's tags first: then a rerun can never push ours.
+            check_origin(catalog["version"], names, made)
             raise PublishError(f"{summary} locally, but pushing the tags to origin failed, and origin got none "
                                f"of them ({exc}); rerun `make publish` to push them") from None
         summary += "; tags pushed to origin (push your branch too: it holds the artifacts commit)"

@@ -15,8 +15,11 @@ writes the .tflite and a JSON sidecar (input shape, layout, preprocessing, outpu
 the model's sha256) into DIR. It stages in a hidden folder inside DIR (so a build step that
 may write only its declared output folder works); any failure removes that folder and
 leaves DIR as it was (a DIR that did not exist is not left behind). The old sidecar goes
-first and the new one comes last, so a sidecar always describes the model beside it; an
-interrupted pull leaves a model with no sidecar (rerun it).
+aside first and the new one comes last, so a sidecar always describes the model beside it. A pull
+killed outright (SIGKILL, a power cut) can leave its staging folder, or a model whose sidecar is
+still aside: the next pull into DIR puts back the sidecar that matches the model, removes the
+staging folder, then pulls (docs/reliability.md). A pull checks the free space first and names a
+full disk as such.
 
 Trust: `pull` first verifies the version's signature (committed at its tag by `make publish`) against the
 publisher keys the app pins: --trust KEY.pub (repeatable) or --trust-config FILE (keys with retirement rules),
@@ -54,8 +57,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
+import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -63,7 +69,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.client.remote import RemoteError, download, dvc_url, missing_plugin
-from da3_litert_farm.client.show import format_summary, summary
+from da3_litert_farm.client.show import CatalogError, check_catalog, format_summary, summary
 from da3_litert_farm.client.trust import (TRUST_ENV, Release, Trust, TrustError, check_release, load_trust, read_release,
                                           release_from_folder, short, write_release_folder)
 from da3_litert_farm.core import fileio
@@ -99,10 +105,15 @@ def read_catalog(repo: str, version: str) -> dict:
                         f"published: {', '.join(known) or 'none'}{hint}")
     api, dvc_error = _dvc_api()
     try:
-        return json.loads(api.read("artifacts/catalog.json", repo=dvc_url(repo), rev=tag_for(version)))
+        text = api.read("artifacts/catalog.json", repo=dvc_url(repo), rev=tag_for(version))
     except (dvc_error, OSError, ValueError) as exc:
         reason = missing_plugin(str(exc), repo, tag_for(version)) or str(exc)
         raise PullError(f"cannot read the catalog of {version} from {repo}: {reason}") from None
+    try:
+        return check_catalog(json.loads(text))
+    except (ValueError, RecursionError) as exc:  # CatalogError is a ValueError; RecursionError: nested too deep
+        raise PullError(f"the catalog of {version} in {repo} is not one the client can use: "
+                        f"{exc if isinstance(exc, CatalogError) else 'not JSON: ' + type(exc).__name__}") from None
 
 
 def parse_camera(text: str) -> tuple[int, int]:
@@ -117,7 +128,7 @@ def parse_camera(text: str) -> tuple[int, int]:
 
 def choose(catalog: dict, aspect: str | None, camera: tuple[int, int] | None) -> tuple[dict, str]:
     """The catalog entry to ship, and why."""
-    models = {m["aspect"]: m for m in catalog["models"]}
+    models = {m["aspect"]: m for m in check_catalog(catalog)["models"]}
     if aspect is not None:
         if aspect not in models:
             raise PullError(f"aspect {aspect!r} is not in catalog {catalog['version']}; available: {sorted(models)}")
@@ -154,6 +165,9 @@ def public_repo(repo: str) -> str:
 
 
 def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str) -> dict:
+    if missing := [k for k in ("precision", "input", "output") if k not in entry]:
+        raise PullError(f"catalog {catalog['version']}: aspect {entry['aspect']} lacks {', '.join(missing)}, which "
+                        f"its sidecar tells the app: a catalog older than the client, or damaged")
     return {
         "sidecar_version": SIDECAR_VERSION,
         "model_file": model_file,
@@ -181,6 +195,9 @@ CHOOSING = ("run the signature whose width/height ratio is closest, in log space
 
 def bundle_sidecar(catalog: dict, repo: str, model_file: str) -> dict:
     """What an app needs to run the bundle: every signature's input, preprocessing and output."""
+    check_catalog(catalog)
+    if "bundle" not in catalog:
+        raise PullError(f"catalog {catalog['version']} has no bundle (made before the farm built one)")
     bundle, models = catalog["bundle"], {m["aspect"]: m for m in catalog["models"]}
     return {
         "sidecar_version": SIDECAR_VERSION,
@@ -224,7 +241,11 @@ def trusted_catalog(repo: str, version: str, trust: Trust | None, allow_unsigned
         return catalog, {"verified": False, "reason": "not checked: no --trust key given"}, None
     release = read_release(repo, version)
     signature = check_release(release, trust, allow_unsigned, version)
-    return json.loads(release.catalog), signature, release
+    try:
+        signed_catalog = json.loads(release.catalog)
+    except ValueError as exc:  # an unsigned release taken with --allow-unsigned: its bytes are anyone's
+        raise PullError(f"the catalog of {version} at its tag is not JSON ({exc})") from None
+    return check_catalog(signed_catalog), signature, release
 
 
 def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
@@ -249,17 +270,26 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
         document = sidecar(catalog, entry, repo, reason, name)
     release_dir = release_folder_name(catalog) if signature["verified"] else None
     document["signature"] = {**signature, **({"release_folder": release_dir} if release_dir else {})}
+    if out.is_dir():
+        recover_staging(out)  # what a killed pull left: completed or rolled back, its staging folder removed
+    needed = entry["bytes"] + SPACE_MARGIN
+    if _free(out) < needed:
+        raise no_space(out, name, needed, _free(out))
     # Staged in a hidden folder inside `out`: a sandboxed build step may write only there, and
     # placing is then a rename on the same filesystem. `out` is removed again on failure if
-    # this pull created it.
+    # this pull created it. The folder's name holds this process's id, so that a later pull
+    # can tell a killed pull's folder from a running one's.
     created = _missing_folders(out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        with tempfile.TemporaryDirectory(prefix=".farm-pull.", dir=out) as staging:
+        with tempfile.TemporaryDirectory(prefix=f"{STAGING}{os.getpid()}.", dir=out) as staging:
             staged = Path(staging) / name
             try:
                 download(entry["file"], repo, tag_for(version), remote, staged)
             except RemoteError as exc:
+                free = _free(out) + (staged.stat().st_size if staged.exists() else 0)  # once the part is removed
+                if free < needed:  # the disk filled up under the download (the write failed with ENOSPC)
+                    raise no_space(out, name, needed, free) from None
                 raise PullError(f"cannot download {entry['file']} of catalog {version}: {exc}") from None
             digest = fileio.sha256_file(staged)
             if digest != entry["sha256"]:
@@ -270,14 +300,71 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
             fileio.write_json(staged_sidecar, document)
             if release_dir:  # beside the files, for `farm verify`; placed first, so a sidecar never lacks it
                 write_release_folder(release, Path(staging) / release_dir)
-                place_folder(Path(staging) / release_dir, out, Path(staging) / "old-release")
+                place_folder(Path(staging) / release_dir, out, Path(staging) / f"{release_dir}.old")
             place(staged, staged_sidecar, out)
-    except BaseException:
+    except BaseException as exc:
         for folder in created:  # deepest first; each is empty again once staging is gone
             with contextlib.suppress(OSError):
                 folder.rmdir()
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            raise no_space(out, name, needed, _free(out)) from None
         raise
     return out / name, reason
+
+
+STAGING = ".farm-pull."  # + the pulling process's id + a random part
+# Room for the sidecar and the release folder, beside the model's bytes.
+SPACE_MARGIN = 1 << 20
+
+
+def _free(out: Path) -> int:
+    """Free bytes on the disk that holds `out` (or would hold it)."""
+    return shutil.disk_usage(next(f for f in (out.absolute(), *out.absolute().parents) if f.exists())).free
+
+
+def no_space(out: Path, name: str, needed: int, free: int) -> PullError:
+    return PullError(f"not enough space in {out} for {name}: it needs {needed / 1e6:.1f} MB, the disk holding it has "
+                     f"{free / 1e6:.1f} MB free (the file is staged there whole before it is moved into place); free "
+                     f"some space or pull into a folder on a roomier disk. {out} was left untouched")
+
+
+def recover_staging(out: Path) -> None:
+    """Finish what pulls killed mid-way left in `out` (SIGKILL or a power cut skip every cleanup): put back a
+    sidecar that describes the model in `out` where that model has none, then remove their staging folders.
+    A running pull's folder is left alone."""
+    for staging in sorted(out.glob(f"{STAGING}*")):
+        owner = re.match(rf"{re.escape(STAGING)}(\d+)\.", staging.name)
+        if owner is None or _running(int(owner[1])):
+            continue  # an older client's folder, or a pull still at work
+        for saved in sorted(staging.glob("*.tflite.json*")):  # the new sidecar, and the old one (.old) if set aside
+            target = out / saved.name.removesuffix(".old")
+            model = target.with_name(target.name.removesuffix(".json"))
+            if saved.is_file() and model.is_file() and not target.exists() and _describes(saved, model):
+                os.replace(saved, target)
+        for aside in staging.glob("*.release.old"):  # a release folder set aside: the same tag's files
+            if not (out / aside.name.removesuffix(".old")).exists():
+                os.replace(aside, out / aside.name.removesuffix(".old"))
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists. Where that cannot be asked safely (Windows: os.kill would end it), yes."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _describes(sidecar_path: Path, model: Path) -> bool:
+    try:
+        return json.loads(sidecar_path.read_text())["sha256"] == fileio.sha256_file(model)
+    except (ValueError, KeyError, TypeError, OSError):
+        return False
 
 
 def _missing_folders(out: Path) -> list[Path]:
@@ -293,11 +380,13 @@ def _missing_folders(out: Path) -> list[Path]:
 def place(model: Path, model_sidecar: Path, out: Path) -> None:
     """Move a verified model and its sidecar into `out` so that no reader can pair them wrongly.
 
-    Each step is one atomic rename: the old sidecar goes, the model is replaced, the new
-    sidecar arrives. In between, the model has no sidecar, never another version's.
+    Each step is one atomic rename: the old sidecar goes (aside, into the staging folder), the
+    model is replaced, the new sidecar arrives. In between, the model has no sidecar, never
+    another version's; if the pull is killed there, the next pull into `out` puts back the
+    sidecar that describes the model it finds (recover_staging).
     """
     with contextlib.suppress(FileNotFoundError):
-        os.remove(out / model_sidecar.name)
+        os.replace(out / model_sidecar.name, model.parent / f"{model_sidecar.name}.old")
     os.replace(model, out / model.name)
     os.replace(model_sidecar, out / model_sidecar.name)
 
@@ -325,6 +414,11 @@ def verify_assets(folder: Path, trust: Trust) -> str:
     if not folder.is_dir():
         raise TrustError(f"{folder} is not a folder")
     releases, keys = {}, set()
+    # Only DIR's own files: a link could make verify read, and vouch for, a file elsewhere.
+    for path in sorted([*folder.glob("*.release"), *folder.glob("*.tflite"), *folder.glob("*.tflite.json")]):
+        if path.is_symlink():
+            raise TrustError(f"{path.name} is a symbolic link: verify checks the files in {folder} itself; copy the "
+                             f"file there")
     for path in sorted(folder.glob("*.release")):
         release = release_from_folder(path)
         signature = check_release(release, trust, allow_unsigned=False)
@@ -343,12 +437,15 @@ def verify_assets(folder: Path, trust: Trust) -> str:
             raise TrustError(f"{model.name} has no sidecar {side.name}: pull it again")
         try:
             document = json.loads(side.read_text())
-            version = document["catalog"]["version"]
-        except (ValueError, KeyError, TypeError):
-            raise TrustError(f"{side.name} is not a sidecar any more (not JSON with catalog.version): it was "
-                             f"changed after the pull") from None
+            version, repo = document["catalog"]["version"], document["catalog"].get("repo", "")
+            if not (isinstance(version, str) and isinstance(repo, str) and isinstance(document.get("selected", ""),
+                                                                                       str)):
+                raise TypeError("not text")
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            raise TrustError(f"{side.name} is not a sidecar any more (not JSON with catalog.version, catalog.repo "
+                             f"and selected as text): it was changed after the pull") from None
         if version not in releases:
-            raise TrustError(f"{side.name} names catalog {version}, of which {folder} holds no signed release "
+            raise TrustError(f"{side.name} names catalog {version!r}, of which {folder} holds no signed release "
                              f"folder")
         catalog = releases[version]
         expected = _expected_sidecar(catalog, model.name, document)
@@ -573,10 +670,19 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "diff":
             rows = diff(args.repo, args.old, args.new)
             print(json.dumps(rows, indent=2) if args.json else format_diff(rows, args.old, args.new))
-    except (PullError, TrustError, GitError, OSError) as exc:
+    except (FarmError, OSError) as exc:  # PullError, TrustError, GitError, CatalogError
         print(f"farm {args.command}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        _remove_dvc_clones()
     return 0
+
+
+def _remove_dvc_clones() -> None:
+    """DVC's API clones the farm's repository into the temp folder for each read and, unlike its command line,
+    leaves the clones there (about 2 MB a command); an app build that runs farm often would fill TMPDIR."""
+    if "dvc.repo.open_repo" in sys.modules:
+        sys.modules["dvc.repo.open_repo"].clean_repos()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,160 @@
-"""`farm show`: what a published catalog version holds, as a table or as JSON (standard library only)."""
+"""`farm show`: what a published catalog version holds, as a table or as JSON (standard library only); and the
+check of every catalog the client reads, before it reads one."""
 
 from __future__ import annotations
 
+import math
+import re
+
+from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE
+from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core.licensing import catalog_license
 from da3_litert_farm.core.releases import stress_warning
+
+
+class CatalogError(FarmError, ValueError):
+    """A catalog.json the client cannot use: the message names the field and what it must be."""
+
+
+# The farm checks a catalog against ops/catalog.schema.json before publishing; the client has no jsonschema, so
+# it checks here what it reads, so that a damaged or hostile catalog ends in one named error, never a traceback,
+# and no name in it can point a file the client writes outside its folder.
+NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")  # params.schema.json's catalog_name: part of every file name pulled
+VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?")  # its semver
+MAX_BYTES = 2 ** 40  # 1 TiB: past any model, and exact as a float
+SOURCES = ("hub", "local", "random")
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _need(ok: bool, where: str, value: object, what: str) -> None:
+    if not ok:
+        raise CatalogError(f"{where}: {_shown(value)} is not {what}")
+
+
+def _field(parent: dict, key: str, where: str, optional: bool = False):
+    if key not in parent:
+        if optional:
+            return None
+        raise CatalogError(f"{where}.{key} is missing")
+    return parent[key]
+
+
+def _mapping(value, where: str) -> dict:
+    _need(isinstance(value, dict), where, value, "a JSON object")
+    return value
+
+
+def _text(value, where: str, pattern: re.Pattern | None = None, what: str = "a string") -> str:
+    _need(isinstance(value, str) and (pattern is None or pattern.fullmatch(value) is not None), where, value, what)
+    return value
+
+
+def _integer(value, where: str, low: int, high: int) -> int:
+    _need(isinstance(value, int) and not isinstance(value, bool) and low <= value <= high, where, value,
+          f"an integer in [{low}, {high}]")
+    return value
+
+
+def _number(value, where: str) -> None:
+    # an int past 2**53 is no figure the farm writes (and math.isfinite would overflow converting it)
+    finite = isinstance(value, float) and math.isfinite(value) or (
+        isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 2 ** 53)
+    _need(finite, where, value, "a finite number")
+
+
+def _photos(value, where: str) -> None:
+    _need(isinstance(value, (list, dict)) and all(isinstance(p, str) for p in value), where, value,
+          "a list of photo names")
+
+
+def _file(value, where: str) -> None:
+    """A repository path of a shipped file: relative, inside the repository, a .tflite."""
+    parts = value.split("/") if isinstance(value, str) else []
+    _need(bool(parts) and value.endswith(".tflite") and "" not in parts and ".." not in parts and "\\" not in value
+          and value.isprintable(), where, value, "a relative path to a .tflite inside the repository")
+
+
+def check_catalog(doc: object) -> dict:
+    """`doc` if it holds every field the client reads, each of the right type and range; else CatalogError naming
+    the first field that does not. Fields older catalogs lack (gpu, license, bundle, a model's precision, input
+    and output) are checked where present."""
+    doc = _mapping(doc, "catalog")
+    _text(_field(doc, "name", "catalog"), "name", NAME, "a catalog name (lowercase letters, digits, '.', '_', '-')")
+    _text(_field(doc, "version", "catalog"), "version", VERSION, "a version like 1.2.0")
+    if "created" in doc:
+        _text(doc["created"], "created")
+    checkpoint = _mapping(_field(doc, "checkpoint", "catalog"), "checkpoint")
+    _need(_field(checkpoint, "source", "checkpoint") in SOURCES, "checkpoint.source", checkpoint["source"],
+          f"one of {list(SOURCES)}")
+    for key in ("repo", "revision", "resolved_revision", "path", "weights_sha256"):
+        _need(isinstance(checkpoint.get(key), (str, type(None))), f"checkpoint.{key}", checkpoint.get(key),
+              "a string or null")
+    _need(isinstance(checkpoint.get("seed"), (int, type(None))), "checkpoint.seed", checkpoint.get("seed"),
+          "an integer or null")
+    for key, values in (("tools", doc.get("tools", {})), ("license", doc.get("license") or {})):
+        _need(isinstance(values, dict) and all(isinstance(v, (str, type(None))) for v in values.values()), key,
+              values, "an object of strings")
+    if doc.get("license"):
+        for key in ("code", "weights"):
+            _text(_field(doc["license"], key, "license"), f"license.{key}")
+    models = _field(doc, "models", "catalog")
+    _need(isinstance(models, list) and len(models) > 0, "models", models, "a non-empty list")
+    aspects = [_model(m, f"models.{i}") for i, m in enumerate(models)]
+    _need(len(set(aspects)) == len(aspects), "models", aspects, "a list of distinct aspects")
+    if "bundle" in doc:
+        _bundle(doc["bundle"], set(aspects))
+    return doc
+
+
+def _model(m, where: str) -> str:
+    m = _mapping(m, where)
+    aspect = _text(_field(m, "aspect", where), f"{where}.aspect", re.compile(ASPECT_NAME), "an aspect name")
+    _need(aspect != BUNDLE, f"{where}.aspect", aspect, f"an aspect name other than {BUNDLE!r}")
+    _text(_field(m, "ratio", where), f"{where}.ratio")
+    for key in ("height", "width"):
+        _integer(_field(m, key, where), f"{where}.{key}", 1, MAX_SIDE)
+    _file(_field(m, "file", where), f"{where}.file")
+    _text(_field(m, "sha256", where), f"{where}.sha256")
+    _integer(_field(m, "bytes", where), f"{where}.bytes", 1, MAX_BYTES)
+    for key in ("input", "output"):
+        if key in m:
+            _mapping(m[key], f"{where}.{key}")
+    if "precision" in m:
+        _text(m["precision"], f"{where}.precision")
+    fidelity = _mapping(_field(m, "fidelity", where), f"{where}.fidelity")
+    for key in ("pearson_min", "mean_rel_error_max"):
+        _number(_field(fidelity, key, f"{where}.fidelity"), f"{where}.fidelity.{key}")
+    _photos(_field(fidelity, "photos", f"{where}.fidelity"), f"{where}.fidelity.photos")
+    gpu = m.get("gpu") or {}
+    _mapping(gpu, f"{where}.gpu")
+    _need(isinstance(gpu.get("checked", False), bool), f"{where}.gpu.checked", gpu.get("checked"), "true or false")
+    _text(gpu.get("reason", ""), f"{where}.gpu.reason")
+    if gpu.get("checked"):
+        for key in ("pearson_min", "mean_rel_max"):
+            _number(_field(gpu, key, f"{where}.gpu"), f"{where}.gpu.{key}")
+        _photos(_field(gpu, "photos", f"{where}.gpu"), f"{where}.gpu.photos")
+        for key in ("adapter", "precision"):
+            _text(_field(gpu, key, f"{where}.gpu"), f"{where}.gpu.{key}")
+    return aspect
+
+
+def _bundle(bundle, aspects: set) -> None:
+    bundle = _mapping(bundle, "bundle")
+    _file(_field(bundle, "file", "bundle"), "bundle.file")
+    _text(_field(bundle, "sha256", "bundle"), "bundle.sha256")
+    _integer(_field(bundle, "bytes", "bundle"), "bundle.bytes", 1, MAX_BYTES)
+    _text(_field(bundle, "precision", "bundle"), "bundle.precision")
+    _field(bundle, "load", "bundle")
+    signatures = _field(bundle, "signatures", "bundle")
+    _need(isinstance(signatures, list) and len(signatures) > 0, "bundle.signatures", signatures, "a non-empty list")
+    for i, s in enumerate(signatures):
+        where = f"bundle.signatures.{i}"
+        _text(_field(_mapping(s, where), "signature", where), f"{where}.signature")
+        _need(_field(s, "aspect", where) in aspects, f"{where}.aspect", s["aspect"], "an aspect of models")
 
 
 def weights(catalog: dict) -> dict:
@@ -29,6 +180,7 @@ def _gpu(m: dict) -> dict:
 
 def summary(catalog: dict) -> dict:
     """The version, one row per model (and the bundle), the weights and the tools that built it."""
+    check_catalog(catalog)
     rows = [{"aspect": m["aspect"], "ratio": m["ratio"], "height": m["height"], "width": m["width"],
              "megabytes": round(m["bytes"] / 1e6, 2), "sha256": m["sha256"],
              "cpu": {"one_minus_pearson": 1 - m["fidelity"]["pearson_min"],

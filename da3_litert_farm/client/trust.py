@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import urlsplit
 
+from da3_litert_farm.client.show import CatalogError, check_catalog
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core.git import GitError, git, git_bytes
 from da3_litert_farm.core.releases import tag_for, version_key
@@ -227,7 +228,7 @@ def release_from_folder(folder: Path) -> Release:
         raise TrustError(f"{folder} has no {CATALOG}: not a release folder written by farm pull --trust")
     try:
         version = json.loads(catalog)["version"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise TrustError(f"{folder / CATALOG} is not a catalog: changed after it was pulled") from None
     return Release(tag_for(str(version)), catalog, read(PROVENANCE), read(SIGNATURE), "")
 
@@ -312,7 +313,11 @@ def check_release(release: Release, trust: Trust, allow_unsigned: bool, version:
             named = "; ".join(f"{short(k.fingerprint)}: {why}" for k, why in failures)
             raise TrustError(f"{what}: the signature does not verify with the trusted key ({named}): it was forged "
                              f"or corrupted")
-    catalog = json.loads(release.catalog)
+    try:
+        catalog = check_catalog(json.loads(release.catalog))
+    except (ValueError, RecursionError) as exc:  # CatalogError is a ValueError
+        raise TrustError(f"{what}: the signed catalog at {release.tag} is not one the client can use: "
+                         f"{exc if isinstance(exc, CatalogError) else 'not JSON'}") from None
     if version is not None and catalog.get("version") != version:
         raise TrustError(f"{what}: {release.tag} holds a signed catalog of version {catalog.get('version')}, not "
                          f"{version}: a signed release replayed under another tag")

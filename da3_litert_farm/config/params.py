@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,6 +37,8 @@ SCHEMA_FILE = Path(__file__).with_name("params.schema.json")
 SCHEMA_BASE = "https://github.com/da3-litert-farm/"  # the $id of both schemas, less the file name
 HUB_FILES = ("config.json", "model.safetensors")
 DEFAULT_REPO = "depth-anything/DA3-SMALL"
+MAX_NAME = 64  # characters of an aspect or catalog name: each becomes part of file names and git tags
+MAX_DEPTH = 16  # levels of nesting in params.yaml (it has 3): deeper is not a params file
 
 
 class ParamsError(FarmError, ValueError):
@@ -84,14 +87,55 @@ class Params:
         return self.aspects[name]
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML as params.yaml may use it: no aliases (a billion-laughs file expands exponentially in the schema
+    check), no key twice (PyYAML keeps the last without a word), nesting at most MAX_DEPTH deep (PyYAML
+    recurses), and keys kept as the text written (YAML would read an aspect named 169 as a number, ~ as null)."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        line = self.peek_event().start_mark.line + 1
+        if self.check_event(yaml.AliasEvent):
+            raise ParamsError(f"line {line}: an alias (*{self.peek_event().anchor}); params.yaml takes no anchors "
+                              f"or aliases: write the value out")
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ParamsError(f"line {line}: nested deeper than {MAX_DEPTH} levels: not a params file")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        first: dict[str, int] = {}
+        for key, _ in node.value:
+            line = key.start_mark.line + 1
+            if not isinstance(key, yaml.ScalarNode):
+                raise ParamsError(f"line {line}: a key must be a name, not a {key.id}")
+            if key.value in first:
+                raise ParamsError(f"line {line}: duplicate key {key.value!r} (first on line {first[key.value]}): "
+                                  f"YAML would keep only the last; remove one")
+            first[key.value] = line
+        return {key.value: self.construct_object(value, deep=deep) for key, value in node.value}
+
+
 def load_params(path: Path | str = PARAMS_FILE, checkpoint_files: bool = True) -> Params:
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        loader = _Loader(path.read_bytes())  # bytes: YAML's reader names a byte that is not UTF-8
+        try:
+            raw = loader.get_single_data()
+        finally:
+            loader.dispose()
     except FileNotFoundError:
         raise ParamsError(f"{path} not found: run from the repository root") from None
-    except yaml.YAMLError as exc:
-        raise ParamsError(f"{path} is not valid YAML: {exc}") from None
+    except OSError as exc:
+        raise ParamsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ParamsError as exc:
+        raise ParamsError(f"{path}: {exc}") from None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer of more digits than Python converts
+        raise ParamsError(f"{path} is not valid YAML: {_clip(str(exc))}") from None
     return parse_params(raw, base_dir=path.resolve().parent, checkpoint_files=checkpoint_files)
 
 
@@ -153,10 +197,12 @@ def constants_schema() -> dict:
             "side": {"type": "integer", "multipleOf": PATCH, "minimum": MIN_SIDE, "maximum": MAX_SIDE,
                      "description": f"an integer number of pixels, a multiple of {PATCH} (the ViT patch size) "
                                     f"in [{MIN_SIDE}, {MAX_SIDE}]"},
-            "aspect_name": {"type": "string", "pattern": ASPECT_NAME, "not": {"const": BUNDLE},
+            "aspect_name": {"type": "string", "pattern": ASPECT_NAME, "maxLength": MAX_NAME,
+                            "not": {"const": BUNDLE},
                             "description": f"an aspect name: letters, digits, '_', '.', '-' (e.g. 9x16), with no "
                                            f"'..' and no trailing '.' or '.lock' (each name becomes part of a git "
-                                           f"tag), and not {BUNDLE!r} (the file that holds every aspect)"},
+                                           f"tag), not {BUNDLE!r} (the file that holds every aspect), at most "
+                                           f"{MAX_NAME} of them"},
             "photo": {"enum": list(PHOTOS)},
             "photos": {"type": "array", "items": {"$ref": "#/$defs/photo"}, "minItems": MIN_PHOTOS,
                        "uniqueItems": True,
@@ -172,16 +218,26 @@ def constants_schema() -> dict:
 
 
 def _finite_number(checker, value) -> bool:
-    return jsonschema.Draft202012Validator.TYPE_CHECKER.is_type(value, "number") and math.isfinite(value)
+    # an int is finite however large (math.isfinite would overflow converting it to a float)
+    return jsonschema.Draft202012Validator.TYPE_CHECKER.is_type(value, "number") and (
+        isinstance(value, int) or math.isfinite(value))
 
 
 def _plain_integer(checker, value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _pattern(validator, pattern, instance, schema):
+    """JSON Schema's regexes are ECMA-262's, whose `$` ends the text; Python's `$` also matches before a final
+    newline, which would pass "0.1.0\\n" as a version (and a git tag)."""
+    if validator.is_type(instance, "string") and not re.search(re.sub(r"(?<!\\)\$", r"\\Z", pattern), instance):
+        yield jsonschema.ValidationError(f"{_shown(instance)} does not match {pattern!r}")
+
+
 # JSON has no NaN or infinity, and YAML's 896.0 is not a pixel count: "number" is finite, "integer" an int.
 _Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
+    validators={"pattern": _pattern},
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
         {"number": _finite_number, "integer": _plain_integer}),
 )
@@ -202,26 +258,41 @@ _TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "
                "number": "a number", "boolean": "true or false", "null": "null"}
 
 
+def _shown(value: object, limit: int = 80) -> str:
+    """A value as a message quotes it: its repr, cut short (a message names the problem, not the whole input)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _clip(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
 def _message(error: jsonschema.ValidationError) -> str:
+    return _clip(_schema_message(error))
+
+
+def _schema_message(error: jsonschema.ValidationError) -> str:
     """A schema error as `<key path>: <value> <what is wrong>; what is allowed`."""
-    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{_clip(str(p), 80)}" for p in error.absolute_path).lstrip(".")
     where = where or "top level"
     schema, value = error.schema, error.instance
     if error.validator == "additionalProperties":
         allowed = list(schema.get("properties", {}))
-        return f"{where}: unknown key(s) {sorted((k for k in value if k not in allowed), key=str)}; allowed: {allowed}"
+        unknown = sorted((_shown(k) for k in value if k not in allowed))
+        return f"{where}: unknown key(s) [{', '.join(unknown)}]; allowed: {allowed}"
     if error.validator == "required":
         return f"{where}: missing key(s) {[k for k in schema['required'] if k not in value]}"
     if error.validator == "enum":
-        return f"{where}: {value!r} is not one of {schema['enum']}"
+        return f"{where}: {_shown(value)} is not one of {schema['enum']}"
     allowed = _allowed(schema)
     if allowed is None:
         return f"{where}: {error.message}"
     if "propertyNames" in error.absolute_schema_path:
-        return f"{where}: key {value!r} must be {allowed}"
+        return f"{where}: key {_shown(value)} must be {allowed}"
     if error.validator == "multipleOf":
-        return f"{where}: {value!r} is not a multiple of {schema['multipleOf']}; must be {allowed}"
-    return f"{where}: {value!r} must be {allowed}"
+        return f"{where}: {_shown(value)} is not a multiple of {schema['multipleOf']}; must be {allowed}"
+    return f"{where}: {_shown(value)} must be {allowed}"
 
 
 def _allowed(schema: dict) -> str | None:

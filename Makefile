@@ -13,7 +13,7 @@ export DVC_NO_ANALYTICS := 1
 # sorts above plain 2.13.0). Empty (the default): the configured index alone.
 TORCH_INDEX ?=
 
-.PHONY: farm report test bench bench-gpu bench-build bench-install publish remote gpu-adapter browser ssh-server dvc-yaml keys clean-venv
+.PHONY: farm report test bench bench-gpu bench-build bench-install publish remote gpu-adapter test-long browser ssh-server dvc-yaml keys clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
@@ -39,10 +39,12 @@ browser: $(STAMP)
 
 # make farm JOBS=N: the aspects built N at a time on a Dask LocalCluster, each in a git worktree
 # sharing the DVC cache, then one `dvc repro` restores them all (da3_litert_farm/ops/build.py).
+# Either holds the checkout's farm lock: a second build here is refused, naming the first (ops/farm_lock.py);
+# DVC runs with dvc.lock written atomically, so a killed build leaves it readable (ops/atomic_dvc.py).
 farm: $(STAMP)
 	$(BIN)/python -m stages.params
 	$(BIN)/python -m da3_litert_farm.gpu.gpu_setup --unless-skipped
-	$(if $(JOBS),$(BIN)/python -m da3_litert_farm.ops.build --jobs $(JOBS),$(BIN)/dvc repro)
+	$(if $(JOBS),$(BIN)/python -m da3_litert_farm.ops.build --jobs $(JOBS),$(BIN)/python -m da3_litert_farm.ops.farm_lock $(BIN)/python -m da3_litert_farm.ops.atomic_dvc repro)
 
 # The farm (artifacts/report/index.html is its last stage), then the page checked in headless
 # Chromium from disk, and its screenshot: artifacts/report/screenshot.png. Opens no window.
@@ -55,6 +57,12 @@ ssh-server: $(STAMP)
 
 test: gpu-adapter browser ssh-server
 	$(BIN)/python -m pytest
+
+# The fault suite (tests/test_faults_*.py) at 20 random kill points per fault instead of make test's 3; writes
+# docs/figures/reliability.json, the table docs/reliability.md shows (rendered there by dev/figures).
+test-long: gpu-adapter ssh-server
+	FARM_FAULT_TRIALS=20 FARM_FAULTS_RECORD=1 $(BIN)/python -m pytest tests/test_faults_*.py
+	$(BIN)/python -m da3_litert_farm.dev.figures docs/reliability.md
 
 # make publish ARGS=--unsigned  to publish without a publisher key (make keys); apps that pin a key refuse it;
 # make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped;

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,7 @@ from da3_litert_farm.core.pipeline import SHARED_STAGES
 from da3_litert_farm.ops.build_worker import Snapshot, build_aspect
 from da3_litert_farm.ops.dvc_command import BuildError, dvc, tail
 from da3_litert_farm.ops.dvc_repro import repro
+from da3_litert_farm.ops.farm_lock import FarmLockError, hold
 
 WORKSPACES = ("worktree", "clone")
 
@@ -159,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.scheduler and workspace == "worktree":
         parser.error("--workspace worktree needs the workers on this machine: drop --scheduler or use clone")
     try:
-        return build(Path.cwd(), args.jobs, args.scheduler, workspace, args.repo_url)
-    except (ParamsError, BuildError, GitError) as exc:
+        # One build per checkout: a second would convert the same aspects again beside this one's workers.
+        with hold(Path.cwd(), shlex.join(["python", "-m", __spec__.name, *(sys.argv[1:] if argv is None else argv)])):
+            return build(Path.cwd(), args.jobs, args.scheduler, workspace, args.repo_url)
+    except (ParamsError, BuildError, GitError, FarmLockError) as exc:
         print(f"build: {exc}", file=sys.stderr)
         return 1
 

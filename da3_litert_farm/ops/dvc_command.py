@@ -24,7 +24,9 @@ def dvc_env() -> dict[str, str]:
 
 
 def dvc(*args: str, cwd: Path | str, env: dict[str, str] | None = None) -> str:
-    return run([sys.executable, "-m", "dvc", *args], cwd, env or dvc_env())
+    """`dvc ARGS`, with dvc.lock written atomically (da3_litert_farm/ops/atomic_dvc.py)."""
+    return run([sys.executable, "-m", "da3_litert_farm.ops.atomic_dvc", *args], cwd, env or dvc_env(),
+               shown=f"dvc {' '.join(args)}")
 
 
 def run(cmd: list[str], cwd: Path | str, env: dict[str, str] | None = None, shown: str | None = None) -> str:

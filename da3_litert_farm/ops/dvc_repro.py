@@ -29,6 +29,9 @@ def repro(*targets: str, cwd: Path | str, env: dict[str, str] | None = None, sin
 
 def main(argv: list[str] | None = None) -> int:
     from da3_litert_farm.ops import dvc_adapter  # DVC is loaded in the child only
+    from da3_litert_farm.ops.atomic_dvc import install
+
+    install()  # dvc.lock written atomically: a killed build leaves it readable
 
     parser = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("targets", nargs="*")

@@ -30,6 +30,9 @@ def prune_lock(aspects: set[str]) -> list[str]:
     """
     from dvc.utils.serialize import modify_yaml
 
+    from da3_litert_farm.ops.atomic_dvc import install
+
+    install()  # a build killed while this rewrites dvc.lock must not leave it empty
     if not paths.LOCK_FILE.exists():
         return []
     dvc_stages = yaml.safe_load(paths.DVC_FILE.read_text())["stages"]

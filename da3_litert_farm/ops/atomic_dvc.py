@@ -1,0 +1,51 @@
+"""DVC with atomic file writes: `python -m da3_litert_farm.ops.atomic_dvc ARGS` is `dvc ARGS`, except that
+dvc.lock, dvc.yaml and the other files DVC serializes are written to a temporary file and renamed over the
+old one, as da3_litert_farm.core.fileio writes every file of the farm.
+
+Why: DVC (3.67) rewrites dvc.lock in place after every stage (dvc/utils/serialize/_common.py `_dump_data`
+opens it "w+", which empties it, then writes). A build killed in that moment (SIGKILL, a power cut, the
+fault suite) leaves dvc.lock empty or cut short, and no rerun can read it: "'./dvc.lock' validation failed".
+`make farm`, the parallel build and the bundle stage's lock pruning go through here; a bare `dvc repro`
+keeps DVC's own writes.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from da3_litert_farm.core import fileio
+
+_installed = False
+
+
+def install() -> None:
+    """Make DVC's serializers write atomically in this process (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    from dvc.utils.serialize import _common, _json, _py, _toml, _yaml
+
+    in_place = _common._dump_data
+
+    def dump_data(path, data, dumper, fs=None, **dumper_args):
+        if fs is not None and getattr(fs, "protocol", None) != "local":
+            return in_place(path, data, dumper, fs=fs, **dumper_args)
+        with fileio.atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fd:
+            dumper(data, fd, **dumper_args)
+        return None
+
+    # Each serializer imported the function by name; _modify_data looks it up in _common.
+    for module in (_common, _json, _py, _toml, _yaml):
+        module._dump_data = dump_data
+    _installed = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    install()
+    from dvc.cli import main as dvc_main
+
+    return dvc_main(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""DVC's own writes of dvc.lock, made atomic (da3_litert_farm/ops/atomic_dvc.py): a write that fails half-way
+keeps the old file whole, where DVC alone empties it (the fault suite's killed builds found that)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from dvc.utils.serialize import dump_yaml, modify_yaml
+from ruamel.yaml.representer import RepresenterError
+
+LOCK = "schema: '2.0'\nstages:\n  params:\n    cmd: python -m stages.params --write\n"
+
+
+class Unwritable:
+    """Data YAML cannot represent: the dump fails after the file was opened."""
+
+
+def _failing_dump(path) -> None:
+    with pytest.raises(RepresenterError):
+        dump_yaml(path, {"schema": "2.0", "stages": {"params": {"cmd": Unwritable()}}})
+
+
+def test_dvc_alone_empties_the_file_when_a_dump_fails(tmp_path):
+    """The failure the fix is for, run in a process of its own (the fix patches DVC for its whole process)."""
+    lock = tmp_path / "dvc.lock"
+    lock.write_text(LOCK)
+    code = ("import sys; from dvc.utils.serialize import dump_yaml\n"
+            "try: dump_yaml(sys.argv[1], {'stages': {'x': object()}})\nexcept Exception: pass\n")
+    subprocess.run([sys.executable, "-c", code, str(lock)], check=True)
+    assert lock.read_text() == ""
+
+
+def test_a_failed_dump_keeps_the_old_lock_whole_and_leaves_no_temporary(tmp_path):
+    from da3_litert_farm.ops.atomic_dvc import install
+
+    install()
+    lock = tmp_path / "dvc.lock"
+    lock.write_text(LOCK)
+    _failing_dump(lock)
+    assert lock.read_text() == LOCK
+    with modify_yaml(lock) as data:  # DVC's read-modify-write, as the bundle stage's lock pruning uses it
+        data["stages"]["params"]["cmd"] = "changed"
+    assert yaml.safe_load(lock.read_text())["stages"]["params"]["cmd"] == "changed"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dvc.lock"]
+
+
+def test_the_module_runs_dvcs_command_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "da3_litert_farm.ops.atomic_dvc", "version"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout
+    assert "DVC version: 3." in out

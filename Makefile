@@ -58,7 +58,7 @@ ssh-server: $(STAMP)
 test: gpu-adapter browser ssh-server
 	$(BIN)/python -m pytest
 
-# The fault suite (tests/test_faults_*.py) at 20 random kill points per fault instead of make test's 3; writes
+# The fault suite (tests/test_faults_*.py) at 20 random kill points per fault instead of make test's 2; writes
 # docs/figures/reliability.json, the table docs/reliability.md shows (rendered there by dev/figures).
 test-long: gpu-adapter ssh-server
 	FARM_FAULT_TRIALS=20 FARM_FAULTS_RECORD=1 $(BIN)/python -m pytest tests/test_faults_*.py

@@ -1,7 +1,7 @@
 """The fault suite's shared pieces (issue 30): one small built farm, copied per test; the invariants
 every fault is checked against; and the log of trials that docs/reliability.md is rendered from.
 
-    FARM_FAULT_TRIALS=N     random kill points per randomized fault (default 3; `make test-long`: 20)
+    FARM_FAULT_TRIALS=N     random kill points per randomized fault (default 2; `make test-long`: 20)
     FARM_FAULTS_RECORD=1    at the end of the run, write docs/figures/reliability.json from the log
                             (`make test-long` sets it), which `python -m da3_litert_farm.dev.figures`
                             renders into docs/reliability.md
@@ -37,7 +37,7 @@ TRIALS_ENV = "FARM_FAULT_TRIALS"
 RECORD_ENV = "FARM_FAULTS_RECORD"
 
 
-def trials(default: int = 3) -> int:
+def trials(default: int = 2) -> int:
     """How many random points a randomized fault is tried at in this run."""
     return int(os.environ.get(TRIALS_ENV, default))
 

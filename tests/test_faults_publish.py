@@ -27,8 +27,6 @@ from tests.farm_repo import Farm
 from tests.fault_farm import (PUBLISH, copy_farm, killed_at_random, md5_file, publish, rng, shipped_objects, tags,
                               trials)
 
-# Races per run by default: each costs three publishes, and `make test` has little time to spare (test-long: 20).
-RACES = 2
 
 
 # --- the farms ---------------------------------------------------------------------------------------------------
@@ -195,7 +193,7 @@ def clones(module_dir, fault_template) -> Clones:
 def test_two_publishes_of_one_version_at_once(clones, fault_log):
     a, b, origin, remote = clones.a, clones.b, clones.origin, clones.remote
     names = _tag_names(a, "0.1.0")
-    for _ in range(trials(RACES)):
+    for _ in range(trials()):
         clones.reset("0.1.0")
         results = _at_once(a, b)
 
@@ -232,7 +230,7 @@ def test_two_publishes_of_two_versions_at_once(clones, fault_log):
     _version(b, "0.2.0")
     clones.base[b.root] = b.git("rev-parse", "HEAD").strip()
     versions = {a: "0.1.0", b: "0.2.0"}
-    for _ in range(trials(RACES)):
+    for _ in range(trials()):
         clones.reset(*versions.values())
         results = _at_once(a, b)
 

@@ -99,6 +99,16 @@ def flip_byte(path: Path, at: int = 4096) -> None:
     path.chmod(mode)
 
 
+def log_failed_push(fault_log, fault: str, pushing: subprocess.Popen, tagged: list[str],
+                    rerun: subprocess.CompletedProcess, problems: list) -> None:
+    """One trial of a remote failing mid-push: publish must fail with nothing tagged, the rerun must publish, and
+    the remote must hold every tagged object with its bytes (`problems`: what it lacks or holds wrong)."""
+    ok = pushing.returncode != 0 and not tagged
+    fault_log.add(fault, "failed, nothing tagged; rerun published" if ok and rerun.returncode == 0 else
+                  f"publish exit {pushing.returncode}, tags {tagged}, rerun exit {rerun.returncode}",
+                  consistent=ok and not problems, data_lost=bool(problems))
+
+
 def committed_url(repo: Path, ref: str) -> str:
     config = run(["git", "show", f"{ref}:.dvc/config"], cwd=repo, env=os.environ).stdout
     return next(line.split("=", 1)[1].strip() for line in config.splitlines() if line.strip().startswith("url"))
@@ -209,25 +219,15 @@ def test_s3_remote_cut_mid_push(fault_template, fault_log, tmp_path):
         cable.restore()
         rerun = publish(farm)
 
-        def read(ref: str, oid: str) -> bytes | None:
-            prefix = committed_url(farm.root, ref).split("/", 3)[3]
-            try:
-                key = f"{prefix}/files/md5/{oid[:2]}/{oid[2:]}"
-                return bucket.get_object(Bucket=s3.bucket, Key=key)["Body"].read()
-            except bucket.exceptions.NoSuchKey:
-                return None
-
-        problems = remote_problems(farm.root, read)
+        problems = remote_problems(farm.root, lambda ref, oid: _s3_object(
+            bucket, s3.bucket, committed_url(farm.root, ref).split("/", 3)[3], oid))
         wrong = [key for key in keys("") if hashlib.md5(bucket.get_object(Bucket=s3.bucket, Key=key)["Body"].read())
                  .hexdigest() != "".join(key.split("/")[-2:]).removesuffix(".dir")]
 
     print(f"S3 cut after {len(arrived)} object(s): publish failed {failed_s:.1f} s after the cut, the pull "
           f"{pull_s:.1f} s after; rerun: {rerun.returncode}")
-    failed_clean = pushing.returncode != 0 and not tagged
-    fault_log.add("S3 remote down mid-push (connections cut after the first object)",
-                  ("failed, nothing tagged; rerun published" if failed_clean and rerun.returncode == 0 else
-                   f"publish exit {pushing.returncode}, tags {tagged}, rerun exit {rerun.returncode}"),
-                  consistent=failed_clean and not problems and not wrong, data_lost=bool(problems or wrong))
+    log_failed_push(fault_log, "S3 remote down mid-push (connections cut after the first object)", pushing, tagged,
+                    rerun, problems + wrong)
     fault_log.add("client pull while the S3 remote is down",
                   "refused, naming the remote" if pull_rc and "DVC remote 'storage'" in pulled
                   else pulled.strip()[-200:],
@@ -303,11 +303,8 @@ def test_ssh_server_killed_mid_push(fault_template, fault_log, tmp_path):
     print(f"sshd killed with {len(children)} child(ren) after {len(arrived)} object(s): publish failed "
           f"{failed_s:.1f} s after; rerun: {rerun.returncode}; DVC's temporary files left on the remote: {leftovers}")
 
-    ok = pushing.returncode != 0 and not tagged
-    fault_log.add("SSH server killed mid-push (sshd SIGKILLed after the first object)",
-                  ("failed, nothing tagged; rerun published" if ok and rerun.returncode == 0 else
-                   f"publish exit {pushing.returncode}, tags {tagged}, rerun exit {rerun.returncode}"),
-                  consistent=ok and not problems and not wrong, data_lost=bool(problems or wrong))
+    log_failed_push(fault_log, "SSH server killed mid-push (sshd SIGKILLed after the first object)", pushing, tagged,
+                    rerun, problems + wrong)
     assert down, "sshd still answers"
     assert len(arrived) < OBJECTS, f"the kill came after the whole push: {arrived}"
     assert pushing.returncode == 1 and not tagged, (out, err, tagged)

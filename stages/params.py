@@ -19,7 +19,7 @@ def check(run: stage.Run) -> None:
     if run.args.write:
         write_checked(params)
     for a in params.aspects.values():
-        plan = plan_tensors(a.height, a.width, params.max_tensor_mib * MIB)
+        plan = plan_tensors(params.model, a.height, a.width, params.max_tensor_mib * MIB)
         chunked = f", attention in chunks of {plan.query_chunk} queries" if plan.query_chunk else ""
         print(f"{a.name:>10}  ratio {a.ratio:>7}  H x W = {a.height} x {a.width}  largest GPU tensor "
               f"{plan.largest_bytes / MIB:.1f} MiB ({plan.largest_name}){chunked}")

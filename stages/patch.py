@@ -15,7 +15,7 @@ from da3_litert_farm.model.weights import load_official_from_dir
 
 def patch(run: stage.Run) -> None:
     aspect = run.aspect
-    options = shipped_options(aspect.height, aspect.width, run.params.max_tensor_mib)
+    options = shipped_options(run.params.model, aspect.height, aspect.width, run.params.max_tensor_mib)
     official = load_official_from_dir(paths.CHECKPOINT_DIR)
     mono, report = patch_model(official, aspect.height, aspect.width, options)
     export_program(mono, paths.patched_program(aspect.name))

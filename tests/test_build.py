@@ -125,7 +125,7 @@ def test_a_killed_aspect_fails_the_build_and_keeps_the_others(farm):
     # -9 where DVC's shell execs the command, 137 (128 + SIGKILL) where the shell forks and reports it.
     assert re.search(r"build d: FAILED export@d on \S+: `.*dvc repro --single-item export@d` failed \(exit \d+\):"
                      r".*failed to run: python -m stages.export d, exited with (-9|137)", output, re.S), output
-    assert "1 of 4 aspects failed (d); artifacts/ untouched" in output
+    assert "1 of 4 aspects failed (d); artifacts/ untouched" in output, output
     assert parse(output)["c"]["ran"] == chain("c")
     # Nothing reached artifacts/: c waits in the cache, the catalog is the last good one.
     assert not (farm.root / "artifacts/models/c").exists() and not (farm.root / "artifacts/models/d").exists()

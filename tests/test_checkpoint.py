@@ -123,7 +123,7 @@ def test_config_must_name_a_supported_model(stress_checkpoint_dir, tmp_path):
     with pytest.raises(CheckpointError, match='no "model_name"'):
         load_official_from_dir(bad)
     (bad / "config.json").write_text(json.dumps({"model_name": "da3-giant"}))
-    with pytest.raises(CheckpointError, match="'da3-giant' is not supported"):
+    with pytest.raises(CheckpointError, match=r"model_name: preset 'da3-giant' is not one the farm converts \(ViT-G.*\); supported: da3-small, da3-base"):
         load_official_from_dir(bad)
 
 
@@ -172,7 +172,7 @@ def test_hub_offline_mode_is_respected(tmp_path, monkeypatch):
 def test_build_checkpoint_local_records_provenance(stress_checkpoint_dir, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    params = CheckpointParams("local", "depth-anything/DA3-SMALL", "main", str(stress_checkpoint_dir), 0)
+    params = CheckpointParams("local", "da3-small", "depth-anything/DA3-SMALL", "main", str(stress_checkpoint_dir), 0)
     provenance = build_checkpoint(params, out)
     assert provenance["source"] == "local"
     assert provenance["model_name"] == "da3-small"

@@ -14,7 +14,7 @@ from tests.farm_repo import run_stage
 
 REPO = Path(__file__).resolve().parents[1]
 VALID = {
-    "checkpoint": {"source": "random", "repo": "depth-anything/DA3-SMALL", "revision": "main",
+    "checkpoint": {"source": "random", "preset": "da3-small", "repo": "depth-anything/DA3-SMALL", "revision": "main",
                    "path": None, "seed": 0, "outliers": False},
     "long_side": 896,
     "max_tensor_mib": 128,
@@ -56,9 +56,9 @@ def test_a_square_896_aspect_fits_by_chunking_attention():
 
     params = parse_params(edited(aspects__square={"ratio": "1:1"}))
     square = params.aspect("square")
-    plan = plan_tensors(square.height, square.width, params.max_tensor_mib * MIB)
+    plan = plan_tensors(params.model, square.height, square.width, params.max_tensor_mib * MIB)
     assert (square.height, square.width, plan.tokens, plan.query_chunk) == (896, 896, 4097, 2049)
-    assert plan.largest_bytes <= 128 * MIB < plan_tensors(896, 896, 1 << 40).largest_bytes
+    assert plan.largest_bytes <= 128 * MIB < plan_tensors(params.model, 896, 896, 1 << 40).largest_bytes
 
 
 def test_valid_document():
@@ -121,8 +121,8 @@ def test_gpu_photos_are_a_chosen_subset_of_the_photos():
         (edited(extra=1), "top level: unknown key(s) ['extra']; allowed: ['checkpoint', 'long_side', "
                           "'max_tensor_mib', 'aspects', 'validation', 'catalog']"),
         (None, "top level: None must be a mapping with keys ['checkpoint', 'long_side'"),
-        (edited(checkpoint=["hub"]), "checkpoint: ['hub'] must be a mapping with keys ['source', 'repo', 'revision', "
-                                     "'path', 'seed', 'outliers']"),
+        (edited(checkpoint=["hub"]), "checkpoint: ['hub'] must be a mapping with keys ['source', 'preset', 'repo', "
+                                     "'revision', 'path', 'seed', 'outliers']"),
         (edited(checkpoint__source="hub", checkpoint__revision=""),
          "checkpoint.revision: '' must be a branch, tag or commit hash"),
         (edited(long_side=896.0), "long_side: 896.0 must be an integer number of pixels, a multiple of 14 (the ViT "

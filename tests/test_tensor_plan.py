@@ -3,6 +3,7 @@
 from ai_edge_litert.tools import flatbuffer_utils
 
 from da3_litert_farm.checks.gpu_lint import lint
+from da3_litert_farm.core.models import PRESETS
 from da3_litert_farm.core.tensor_plan import MIB, fp16_bytes, plan_tensors, query_chunk_for
 from tests.conftest import SMALL
 
@@ -14,7 +15,7 @@ def graph_shapes(path) -> set[tuple[int, ...]]:
 
 def test_every_planned_tensor_is_in_the_converted_graph(small_tflite):
     _, fp16 = small_tflite
-    plan = plan_tensors(*SMALL, 128 * MIB)
+    plan = plan_tensors(PRESETS["da3-small"], *SMALL, 128 * MIB)
     shapes = graph_shapes(fp16)
     for name, shape in plan.shapes.items():
         assert shape in shapes, (name, shape)
@@ -29,8 +30,8 @@ def test_fp16_bytes_pads_the_last_axis_to_four():
 
 
 def test_query_chunks_are_balanced_and_fit():
-    assert query_chunk_for(2305, 128 * MIB) is None  # 896x504: 61 MiB of scores, no chunking
-    chunk = query_chunk_for(4097, 128 * MIB)  # 896x896: 192 MiB unchunked
+    assert query_chunk_for(2305, 6, 128 * MIB) is None  # 896x504: 61 MiB of scores, no chunking
+    chunk = query_chunk_for(4097, 6, 128 * MIB)  # 896x896: 192 MiB unchunked
     assert chunk == 2049 and fp16_bytes([1, 6, chunk, 4097]) <= 128 * MIB
-    chunk = query_chunk_for(20737, 128 * MIB)
+    chunk = query_chunk_for(20737, 6, 128 * MIB)
     assert fp16_bytes([1, 6, chunk, 20737]) <= 128 * MIB

@@ -29,6 +29,7 @@ from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, Aspect, AspectError, \
     plan_aspect
+from da3_litert_farm.core.models import DEFAULT_PRESET, NOT_CONVERTED, PRESETS, Preset
 from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 from da3_litert_farm.core.photos import MIN_PHOTOS, PHOTOS
 
@@ -48,6 +49,7 @@ class ParamsError(FarmError, ValueError):
 @dataclass(frozen=True)
 class CheckpointParams:
     source: str
+    preset: str  # the network (core.models); a hub or local checkpoint's config.json must name the same
     repo: str
     revision: str
     path: str | None
@@ -80,6 +82,10 @@ class Params:
     aspects: dict[str, Aspect]
     validation: ValidationParams
     catalog: CatalogParams
+
+    @property
+    def model(self) -> Preset:
+        return PRESETS[self.checkpoint.preset]
 
     def aspect(self, name: str) -> Aspect:
         if name not in self.aspects:
@@ -156,7 +162,7 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
         aspects = _aspects(raw["aspects"], raw["long_side"])
     except AspectError as exc:
         raise ParamsError(str(exc)) from None
-    _check_tensor_plan(raw["max_tensor_mib"], aspects)
+    _check_tensor_plan(PRESETS[raw["checkpoint"].get("preset", DEFAULT_PRESET)], raw["max_tensor_mib"], aspects)
     v, c = raw["validation"], raw["catalog"]
     photos = tuple(v.get("photos", PHOTOS))
     gpu_photos = tuple(v.get("gpu_photos", photos))
@@ -203,6 +209,10 @@ def constants_schema() -> dict:
                                            f"'..' and no trailing '.' or '.lock' (each name becomes part of a git "
                                            f"tag), not {BUNDLE!r} (the file that holds every aspect), at most "
                                            f"{MAX_NAME} of them"},
+            "preset": {"enum": list(PRESETS),
+                       "description": f"a Depth Anything 3 preset the farm converts: {', '.join(PRESETS)} (the "
+                                      f"package's others, {', '.join(NOT_CONVERTED)}, differ in structure from what "
+                                      f"the rewrites cover: da3_litert_farm/core/models.py says how)"},
             "photo": {"enum": list(PHOTOS)},
             "photos": {"type": "array", "items": {"$ref": "#/$defs/photo"}, "minItems": MIN_PHOTOS,
                        "uniqueItems": True,
@@ -283,7 +293,7 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
         return f"{where}: unknown key(s) [{', '.join(unknown)}]; allowed: {allowed}"
     if error.validator == "required":
         return f"{where}: missing key(s) {[k for k in schema['required'] if k not in value]}"
-    if error.validator == "enum":
+    if error.validator == "enum" and "description" not in schema:
         return f"{where}: {_shown(value)} is not one of {schema['enum']}"
     allowed = _allowed(schema)
     if allowed is None:
@@ -339,14 +349,14 @@ def _checkpoint(c: dict, base_dir: Path, check_files: bool = True) -> Checkpoint
     if outliers and source != "random":
         raise ParamsError(f"checkpoint.outliers: true plants outliers in stress weights; it needs source: random, "
                           f"not {source!r}")
-    return CheckpointParams(source, c.get("repo", DEFAULT_REPO), c.get("revision", "main"), path,
-                            c.get("seed", 0), outliers)
+    return CheckpointParams(source, c.get("preset", DEFAULT_PRESET), c.get("repo", DEFAULT_REPO),
+                            c.get("revision", "main"), path, c.get("seed", 0), outliers)
 
 
-def _check_tensor_plan(max_tensor_mib: int, aspects: dict[str, Aspect]) -> None:
+def _check_tensor_plan(model: Preset, max_tensor_mib: int, aspects: dict[str, Aspect]) -> None:
     """Every aspect's largest GPU tensor is under max_tensor_mib (attention chunked)."""
     for aspect in aspects.values():
-        plan = plan_tensors(aspect.height, aspect.width, max_tensor_mib * MIB)
+        plan = plan_tensors(model, aspect.height, aspect.width, max_tensor_mib * MIB)
         if plan.largest_bytes > max_tensor_mib * MIB:
             raise ParamsError(
                 f"aspects.{aspect.name}: {aspect.shape} needs a {plan.largest_name} tensor of "

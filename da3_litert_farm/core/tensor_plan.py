@@ -6,13 +6,14 @@ and ML Drift keeps each tensor in one buffer. So the largest tensor, in FP16 byt
 lays it out (the last axis padded to a multiple of 4, ML Drift's PHWC4 slices), must stay
 under a limit (`max_tensor_mib` in params.yaml).
 
-DA3-Small's largest tensors, all measured in its converted graph (tests/test_tensor_plan.py):
+The largest tensors of a DA3 DualDPT model (core.models sizes them per preset), all measured in
+DA3-Small's converted graph (tests/test_tensor_plan.py):
 - attention scores [1, heads, N, N], N = 1 + tokens: quadratic in the token count. An exact
   rewrite (`rewrites.SplitQKVAttention` with a query chunk) computes them for a slice of the
   queries at a time, so only [1, heads, chunk, N] exists at once;
-- the head's full-resolution features [1, H, W, 32] and its last fusion map
-  [1, 8h, 8w, 64] (h, w the patch grid): linear in pixels, no rewrite bounds them;
-- the MLP hidden layer [1, N, 1536], and the largest weight [384, 3, 3, 384].
+- the head's full-resolution features [1, H, W, features / 2] and its last fusion map
+  [1, 8h, 8w, features] (h, w the patch grid): linear in pixels, no rewrite bounds them;
+- the MLP hidden layer [1, N, 4 x width], and the largest weight (the head's resize_layers[3]).
 """
 
 from __future__ import annotations
@@ -21,13 +22,9 @@ import math
 from dataclasses import dataclass
 
 from da3_litert_farm.core.aspects import PATCH
+from da3_litert_farm.core.models import Preset
 
 MIB = 1 << 20
-HEADS = 6
-MLP_HIDDEN = 1536
-HEAD_OUT_CHANNELS = 32  # output_conv1 at full resolution
-FUSION_CHANNELS = 64  # refinenet1 output, at 8x the patch grid
-LARGEST_WEIGHT = (384, 3, 3, 384)  # head layer4_rn conv
 
 
 def fp16_bytes(shape: tuple[int, ...] | list[int]) -> int:
@@ -55,27 +52,27 @@ class TensorPlan:
         return fp16_bytes(self.shapes[self.largest_name])
 
 
-def query_chunk_for(tokens: int, limit_bytes: int) -> int | None:
+def query_chunk_for(tokens: int, heads: int, limit_bytes: int) -> int | None:
     """Queries per attention chunk so that [1, heads, chunk, N] fits the limit; None if all fit.
 
     Chunks are balanced (ceil(N / n) each), so the last one is not a sliver.
     """
-    if fp16_bytes((1, HEADS, tokens, tokens)) <= limit_bytes:
+    if fp16_bytes((1, heads, tokens, tokens)) <= limit_bytes:
         return None
-    per_query = fp16_bytes((1, HEADS, 1, tokens))
+    per_query = fp16_bytes((1, heads, 1, tokens))
     most = max(1, limit_bytes // per_query)
     return math.ceil(tokens / math.ceil(tokens / most))
 
 
-def plan_tensors(height: int, width: int, limit_bytes: int) -> TensorPlan:
+def plan_tensors(model: Preset, height: int, width: int, limit_bytes: int) -> TensorPlan:
     rows, cols = height // PATCH, width // PATCH
     tokens = 1 + rows * cols
-    chunk = query_chunk_for(tokens, limit_bytes)
+    chunk = query_chunk_for(tokens, model.heads, limit_bytes)
     shapes = {
-        "attention scores": (1, HEADS, chunk or tokens, tokens),
-        "head features": (1, height, width, HEAD_OUT_CHANNELS),
-        "head fusion": (1, 8 * rows, 8 * cols, FUSION_CHANNELS),
-        "MLP hidden": (1, tokens, MLP_HIDDEN),
-        "weight": LARGEST_WEIGHT,
+        "attention scores": (1, model.heads, chunk or tokens, tokens),
+        "head features": (1, height, width, model.head_features // 2),  # output_conv1, at full resolution
+        "head fusion": (1, 8 * rows, 8 * cols, model.head_features),  # refinenet1, at 8x the patch grid
+        "MLP hidden": (1, tokens, model.mlp_hidden),
+        "weight": model.largest_weight,
     }
     return TensorPlan(height, width, tokens, chunk, shapes)

@@ -39,6 +39,7 @@ from da3_litert_farm.dev import figures
 from da3_litert_farm.gpu.gpu_runtime import GpuModel
 from da3_litert_farm.model.mono_depth import MonoDepth, RewriteOptions
 from da3_litert_farm.model.official import official_depth
+from da3_litert_farm.core.models import DEFAULT_PRESET, PRESETS
 from da3_litert_farm.model.patch import export_program, shipped_options
 from da3_litert_farm.core import peak_memory
 from da3_litert_farm.core.photos import PHOTOS
@@ -175,16 +176,18 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     h, w = args.height, args.width
     max_tensor_mib = args.max_tensor_mib or load_params(checkpoint_files=False).max_tensor_mib
-    shipped = shipped_options(h, w, max_tensor_mib)
 
     if args.checkpoint:
-        from da3_litert_farm.model.weights import load_official_from_dir
+        from da3_litert_farm.model.weights import load_official_from_dir, read_model_name
 
         official, weights = load_official_from_dir(args.checkpoint), args.checkpoint
+        model = PRESETS[read_model_name(Path(args.checkpoint))]
     else:
         from da3_litert_farm.model.stress import stress_model
 
         official, weights = stress_model(args.seed), f"stress seed {args.seed}"
+        model = PRESETS[DEFAULT_PRESET]
+    shipped = shipped_options(model, h, w, max_tensor_mib)
     image = load_photo_tensor(args.photos[0], h, w)
     official_s = median_seconds(lambda: official_depth(official, image), args.runs)
 

@@ -106,10 +106,12 @@ def op_graphs(tokens: int) -> dict[str, tuple[bytes, int]]:
     import numpy as np
     from ai_edge_litert import schema_py_generated as s
 
-    from da3_litert_farm.core.tensor_plan import HEADS, MLP_HIDDEN
+    from da3_litert_farm.core.models import DEFAULT_PRESET, PRESETS
     from da3_litert_farm.gpu.gpu_runtime import one_op_model_bytes
 
-    width, head_dim = 384, 384 // HEADS
+    small = PRESETS[DEFAULT_PRESET]
+    HEADS, MLP_HIDDEN, width = small.heads, small.mlp_hidden, small.embed_dim  # noqa: N806  (the op sizes)
+    head_dim = width // HEADS
     rng = np.random.default_rng(0)
     fc = s.FullyConnectedOptionsT()
     fc.keepNumDims = True
@@ -186,9 +188,10 @@ def measure(aspect: str, photos: tuple[str, ...], use_perf: bool, ops: bool = Fa
     record["graph"] = {"gmac": round(lint["macs"] / 1e9, 2), "gmac_per_s": round(
         lint["macs"] / 1e9 / (sum(x["queue_s"] for x in later) / len(later)), 2)}
     if ops:
+        from da3_litert_farm.core.models import DEFAULT_PRESET, PRESETS
         from da3_litert_farm.core.tensor_plan import plan_tensors
 
-        record["ops"] = measure_ops(plan_tensors(target.height, target.width, 1 << 40).tokens)
+        record["ops"] = measure_ops(plan_tensors(PRESETS[DEFAULT_PRESET], target.height, target.width, 1 << 40).tokens)
     return record
 
 

@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         params = load_params(checkpoint_files=False)
         aspect = params.aspect(args.aspect)
-        options = dataclasses.replace(shipped_options(aspect.height, aspect.width, params.max_tensor_mib),
+        options = dataclasses.replace(shipped_options(params.model, aspect.height, aspect.width, params.max_tensor_mib),
                                       layernorm_shift=args.layernorm_shift,
                                       short_output_sums=not args.long_output_sums)
         official = load_official_from_dir(paths.CHECKPOINT_DIR)

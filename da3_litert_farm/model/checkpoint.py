@@ -99,7 +99,7 @@ def build_checkpoint(params: CheckpointParams, out_dir: Path) -> dict:
     if params.source == "random":
         from da3_litert_farm.model.stress import stress_model
 
-        write_hub_layout(out_dir, stress_model(params.seed, outliers=params.outliers))
+        write_hub_layout(out_dir, stress_model(params.seed, params.preset, outliers=params.outliers), params.preset)
         provenance.update(seed=params.seed, outliers=params.outliers)
     else:
         if params.source == "hub":
@@ -110,7 +110,12 @@ def build_checkpoint(params: CheckpointParams, out_dir: Path) -> dict:
             provenance["path"] = params.path  # load_params checked the two files exist
         for f in HUB_FILES:
             shutil.copyfile(src / f, out_dir / f)
-    load_official_from_dir(out_dir)  # strict: what downstream stages will load, checked once
     provenance["model_name"] = read_model_name(out_dir)
+    if provenance["model_name"] != params.preset:
+        where = params.repo if params.source == "hub" else params.path
+        raise CheckpointError(f"checkpoint.preset is {params.preset!r}, but {where}'s {HUB_FILES[0]} says model_name "
+                              f"{provenance['model_name']!r}: set checkpoint.preset: {provenance['model_name']} "
+                              f"(or point the checkpoint at a {params.preset} one)")
+    load_official_from_dir(out_dir)  # strict: what downstream stages will load, checked once
     provenance["weights_sha256"] = fileio.sha256_file(out_dir / WEIGHTS_FILE)
     return provenance

@@ -23,9 +23,8 @@ from safetensors.torch import load_model, save_model  # noqa: E402
 from torch import nn  # noqa: E402
 
 from da3_litert_farm.core.errors import FarmError
+from da3_litert_farm.core.models import PresetError, preset
 
-# Presets whose graph the rewrites know. Others (giant, nested, metric) differ in structure.
-SUPPORTED_MODELS = ("da3-small",)
 # Hub checkpoints hold the network as `DepthAnything3.model`, so every key has this prefix.
 HUB_KEY_PREFIX = "model."
 
@@ -35,11 +34,11 @@ class CheckpointError(FarmError, ValueError):
 
 
 def build_official(model_name: str = "da3-small") -> DepthAnything3Net:
-    """The official network for a preset, randomly initialised, in eval mode."""
-    if model_name not in SUPPORTED_MODELS:
-        raise CheckpointError(
-            f"model_name {model_name!r} is not supported; the farm converts {list(SUPPORTED_MODELS)}"
-        )
+    """The official network for a preset the farm converts (core.models), randomly initialised, in eval mode."""
+    try:
+        preset(model_name)
+    except PresetError as exc:
+        raise CheckpointError(f"model_name: {exc}") from None
     return create_object(load_config(MODEL_REGISTRY[model_name])).eval()
 
 

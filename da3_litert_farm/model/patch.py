@@ -14,6 +14,7 @@ import torch
 
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio
+from da3_litert_farm.core.models import Preset
 from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 from da3_litert_farm.core.photos import CHECK_PHOTO
 from da3_litert_farm.model.mono_depth import MonoDepth, RewriteOptions
@@ -55,10 +56,10 @@ def patch_model(official: torch.nn.Module, height: int, width: int,
     return mono, report
 
 
-def shipped_options(height: int, width: int, max_tensor_mib: int) -> RewriteOptions:
+def shipped_options(model: Preset, height: int, width: int, max_tensor_mib: int) -> RewriteOptions:
     """The rewrites of a shipped model: all of them, attention chunked where its scores would
     exceed the largest GPU tensor allowed."""
-    return RewriteOptions(attention_query_chunk=plan_tensors(height, width, max_tensor_mib * MIB).query_chunk)
+    return RewriteOptions(attention_query_chunk=plan_tensors(model, height, width, max_tensor_mib * MIB).query_chunk)
 
 
 def export_program(mono: MonoDepth, path) -> None:

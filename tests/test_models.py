@@ -1,0 +1,74 @@
+"""The presets the farm converts (core.models): their sizes are the official networks', their
+rewrites are exact, and a preset or checkpoint the farm cannot convert is refused by name."""
+
+import pytest
+import yaml
+
+from da3_litert_farm.config.params import CheckpointParams, ParamsError, parse_params
+from da3_litert_farm.core.models import NOT_CONVERTED, PRESETS, PresetError, preset
+from da3_litert_farm.model.checkpoint import build_checkpoint
+from da3_litert_farm.model.official import CheckpointError, build_official
+from da3_litert_farm.model.patch import patch_model, shipped_options
+from tests.farm_repo import REPO as REPO_ROOT
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_each_presets_sizes_are_the_official_networks(name):
+    net = build_official(name)  # the depth_anything_3 package's own config for the preset
+    p = PRESETS[name]
+    vit = net.backbone.pretrained
+    assert (vit.embed_dim, vit.blocks[0].attn.num_heads, vit.blocks[0].mlp.fc1.out_features) == \
+        (p.embed_dim, p.heads, p.mlp_hidden)
+    head = net.head
+    assert [conv.out_channels for conv in head.projects] == list(p.head_out_channels)
+    assert head.scratch.output_conv1.in_channels == p.head_features
+    assert head.scratch.output_conv1.out_channels == p.head_features // 2
+    conv_weights = {n: tuple(w.shape) for n, w in net.named_parameters() if w.dim() == 4}
+    largest = max(conv_weights, key=lambda n: net.get_parameter(n).numel())
+    o, i, kh, kw = conv_weights[largest]
+    assert (o, kh, kw, i) == p.largest_weight, largest
+
+
+def test_da3_base_converts_exactly_at_a_small_shape():
+    from da3_litert_farm.model.stress import stress_model
+
+    official = stress_model(seed=0, model_name="da3-base", outliers=True)
+    _, report = patch_model(official, 70, 112, shipped_options(PRESETS["da3-base"], 70, 112, 128))
+    assert report["relative_error"] < 1e-5  # the gate is 1e-4; small measured 1.4e-6-1.8e-6 at this size
+
+
+def test_presets_the_rewrites_do_not_cover_are_refused_by_name():
+    with pytest.raises(PresetError, match=r"'da3metric-large' is not one the farm converts \(a plain DINOv2 "
+                                          r"ViT-L.*\); supported: da3-small, da3-base"):
+        preset("da3metric-large")
+    with pytest.raises(CheckpointError, match="model_name: preset 'da3-giant'"):
+        build_official("da3-giant")
+    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    for name in ("da3metric-large", "DA3-SMALL"):
+        raw["checkpoint"]["preset"] = name
+        with pytest.raises(ParamsError, match=rf"^checkpoint.preset: '{name}' must be a Depth Anything 3 preset the "
+                                              r"farm converts: da3-small, da3-base \(the package's others, "
+                                              + ", ".join(NOT_CONVERTED)):
+            parse_params(raw, checkpoint_files=False)
+
+
+def test_the_tensor_plan_follows_the_preset():
+    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw["checkpoint"]["preset"] = "da3-base"
+    base = parse_params(raw, checkpoint_files=False)
+    assert base.model is PRESETS["da3-base"]
+    raw["checkpoint"]["preset"] = "da3-small"
+    assert parse_params(raw, checkpoint_files=False).model is PRESETS["da3-small"]
+    # Its head features [1, 896, 672, 64] are 73.5 MiB in FP16, twice small's (the preset's width).
+    raw["max_tensor_mib"], raw["aspects"] = 64, {"3x4": {"ratio": "3:4"}}
+    assert parse_params(raw, checkpoint_files=False).aspects["3x4"].height == 896
+    raw["checkpoint"]["preset"] = "da3-base"
+    with pytest.raises(ParamsError, match=r"aspects.3x4: 896x672 needs a head features tensor of 74 MiB"):
+        parse_params(raw, checkpoint_files=False)
+
+
+def test_a_checkpoint_of_another_preset_is_refused_before_loading(stress_checkpoint_dir, tmp_path):
+    params = CheckpointParams("local", "da3-base", "depth-anything/DA3-BASE", "main", str(stress_checkpoint_dir), 0)
+    with pytest.raises(CheckpointError, match=r"checkpoint.preset is 'da3-base', but .*'s config.json says "
+                                              r"model_name 'da3-small': set checkpoint.preset: da3-small"):
+        build_checkpoint(params, tmp_path)

@@ -19,7 +19,8 @@ import torch
 
 from da3_litert_farm.checks.agreement import compare, gate_fidelity
 from da3_litert_farm.checks.gpu import GATE_KEYS, run_on_gpu
-from da3_litert_farm.gpu.gpu_runtime import GpuModel, probe, probe_model_bytes, wait_until_cpu_idle
+from da3_litert_farm.gpu.gpu_runtime import (GpuModel, accumulation_probe_bytes, arithmetic_precision, probe,
+                                             probe_model_bytes, wait_until_cpu_idle)
 from da3_litert_farm.model.official import official_depth
 from da3_litert_farm.config.params import load_params
 from da3_litert_farm.model.photo_input import load_photo_tensor
@@ -56,9 +57,31 @@ def test_probe_graph_runs_fully_accelerated(tmp_path):
     y = model(x)
     np.testing.assert_array_equal(y, 2 * x.astype(np.float16).astype(np.float32))
     assert not np.array_equal(y, 2 * x)
-    np.testing.assert_array_equal(GpuModel(path, enforce_f32=True)(x), 2 * x)
+    np.testing.assert_array_equal(GpuModel(path, "fp32")(x), 2 * x)
     with pytest.raises(ValueError, match="input"):
         model(np.zeros((1, 2, 3), np.float32))
+
+
+def test_each_gpu_mode_has_the_arithmetic_it_asks_for(tmp_path):
+    """The accumulation probe in the three modes an app can ask for, against its sums computed here."""
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    path = tmp_path / "accumulation_probe.tflite"
+    path.write_bytes(accumulation_probe_bytes())
+    flat = flatbuffer_utils.read_model(str(path))
+    (w,) = [t for t in flat.subgraphs[0].tensors if t.name == b"w"]
+    weights = np.frombuffer(bytes(flat.buffers[w.buffer].data), np.float32).reshape(w.shape)
+    assert np.array_equal(weights.astype(np.float16).astype(np.float32), weights)  # FP16 holds every weight
+    exact = weights.astype(np.float64).sum(axis=1)  # x is all ones: each output is its row's sum
+    x = np.ones((1, weights.shape[1]), np.float32)
+    outputs = {mode: GpuModel(path, mode)(x).ravel() for mode in ("fp16", "fp16_fp32_accum", "fp32")}
+    np.testing.assert_array_equal(outputs["fp32"], exact.astype(np.float32))
+    np.testing.assert_array_equal(outputs["fp16_fp32_accum"], exact.astype(np.float16).astype(np.float32))
+    assert np.all(outputs["fp16"] != exact.astype(np.float16).astype(np.float32)), outputs  # summed in FP16
+    assert [arithmetic_precision(m) for m in ("fp16", "fp16_fp32_accum", "fp32")] == \
+        ["fp16", "fp16_fp32_accum", "fp32"]
+    with pytest.raises(ValueError, match=r"GPU mode 'fp16_fp32'.*'fp16', 'fp16_fp32_accum', 'fp32'"):
+        GpuModel(path, "fp16_fp32")
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +141,7 @@ def test_gpu_fp16_differs_from_the_cpu_by_fp16_sized_error(gpu_record):
 
 def test_enforce_f32_on_the_gpu_matches_the_official_model_closely(small_tflite, references):
     _, fp16 = small_tflite
-    model = GpuModel(fp16, enforce_f32=True)
+    model = GpuModel(fp16, "fp32")
     assert model.precision == "fp32" and model.fully_accelerated
     image, reference = references["astronaut"]
     assert compare(model(image), reference)["pearson"] >= 0.99999

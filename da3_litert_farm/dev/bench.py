@@ -80,7 +80,7 @@ def bench_gpu(model_file: Path, official, photo: str, height: int, width: int) -
     out = {"photo": photo}
     for precision, enforce_f32 in (("fp16", False), ("fp32", True)):
         started = time.perf_counter()
-        model = GpuModel(model_file, enforce_f32=enforce_f32)
+        model = GpuModel(model_file, "fp32" if enforce_f32 else "fp16")
         loaded = time.perf_counter()
         depth = model(image.numpy())
         out[precision] = {"load_s": loaded - started, "inference_s": time.perf_counter() - loaded,

@@ -84,7 +84,7 @@ def profile(official: torch.nn.Module, aspect: str, height: int, width: int, opt
         seconds["convert"] = time.time() - started
         for precision in ("fp32", "fp16"):
             started = time.time()
-            model = GpuModel(fp16_file, enforce_f32=precision == "fp32")
+            model = GpuModel(fp16_file, precision)
             if not model.fully_accelerated:
                 raise GpuError(f"the tapped graph is not fully accelerated ({', '.join(model.rejected_ops)})")
             gpu[precision] = model.run_all(image.numpy())

@@ -2,7 +2,8 @@
 
 `GpuModel` loads a file with `HardwareAccelerator.GPU` and runs it through the model's own
 GPU tensor buffers. By default the delegate computes in FP16 (storage and arithmetic), as on
-phones; `enforce_f32=True` asks it for FP32, to tell FP16 error from kernel error.
+phones; other MODES ask for FP32 accumulation (what an app can choose) or FP32 throughout (to tell
+FP16 error from kernel error).
 
 The adapter is whatever WebGPU (Dawn) selects: a phone or desktop GPU, or, on a machine
 without one, Mesa's lavapipe Vulkan driver ("llvmpipe ... CPU / Software"), which also has
@@ -86,29 +87,31 @@ def parse_adapter(log: str) -> Adapter | None:
     return Adapter(match["name"].strip(), match["backend"], match["type"].strip())
 
 
+# What an app can ask of LiteRT's GPU accelerator: FP16 (the default: storage and arithmetic),
+# FP16 storage with FP32 accumulation in convolutions, fully connected layers and matmuls
+# (Kotlin FP16_WITH_FP32_ACCUM; reached through the C API, gpu.litert_capi), or FP32 (enforce_f32).
+MODES = ("fp16", "fp16_fp32_accum", "fp32")
+
+
 class GpuModel:
-    """One .tflite compiled for the GPU accelerator; runs one signature (one input, float32 I/O).
+    """One .tflite compiled for the GPU accelerator in one of MODES; runs one signature (one input,
+    float32 I/O).
 
     The runtime compiles every signature of the file at load, as the Kotlin and Python
     `CompiledModel` do; `signature` picks the one to run (default: the first).
     """
 
-    def __init__(self, path: Path | str, enforce_f32: bool = False, signature: str | None = None):
-        from ai_edge_litert.compiled_model import CompiledModel
-        from ai_edge_litert.gpu_options import GpuOptions
-        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-        from ai_edge_litert.options import Options
-
+    def __init__(self, path: Path | str, mode: str = "fp16", signature: str | None = None):
+        if mode not in MODES:
+            raise ValueError(f"GPU mode {mode!r}: one of {list(MODES)}")
         prepare_environment()
-        self._enforce_f32 = enforce_f32
-        # GPU with CPU fallback, as an app configures it: ops the delegate rejects run on the
-        # CPU, and `fully_accelerated` says whether any did (GPU alone refuses the whole file).
-        options = Options(hardware_accelerators=HardwareAccelerator.GPU | HardwareAccelerator.CPU,
-                          gpu_options=GpuOptions(enforce_f32=enforce_f32))
+        self.mode = mode
         failure = None
         with captured_native_stderr() as log:
             try:
-                self._model = CompiledModel.from_file(str(path), options=options)
+                self._runtime = (_CapiRuntime if mode == "fp16_fp32_accum" else _PythonRuntime)(path, mode, signature)
+            except GpuError:
+                raise
             except Exception as exc:  # the bindings raise plain RuntimeError/ValueError
                 failure = str(exc).strip()
         if failure is not None:
@@ -116,26 +119,18 @@ class GpuModel:
                 failure = f"WebGPU found no adapter (no GPU, and no Vulkan driver it accepts). {SETUP_HINT}"
             raise GpuError(f"LiteRT could not compile {path} for the GPU accelerator: {failure}")
         self.adapter = parse_adapter(log[0])
-        self.fully_accelerated = bool(self._model.is_fully_accelerated())
+        self.fully_accelerated = self._runtime.fully_accelerated
         self.rejected_ops = sorted(set(_REJECTED_OP.findall(log[0])))
-        signatures = list(self._model.get_signature_list())
-        if signature is not None and signature not in signatures:
-            raise GpuError(f"{path} has no signature {signature!r}; it has {signatures}")
-        self.signature = signature or signatures[0]
-        self._index = signatures.index(self.signature)
-        (details,) = self._model.get_input_tensor_details(self.signature).values()
-        self.input_shape = tuple(int(d) for d in details["shape"])
-        self.output_shapes = [tuple(int(d) for d in details["shape"])
-                              for details in self._model.get_output_tensor_details(self.signature).values()]
-        self._inputs = self._model.create_input_buffers(self._index)
-        self._outputs = self._model.create_output_buffers(self._index)
+        self.signature = self._runtime.signature
+        self.input_shape = self._runtime.input_shape
+        self.output_shapes = self._runtime.output_shapes
         self._used = False
         self.last_run: dict[str, float] = {}
 
     @property
     def precision(self) -> str:
-        """'fp16' or 'fp32': what this adapter's arithmetic is, measured (not what was asked)."""
-        return arithmetic_precision(self._enforce_f32)
+        """This mode's arithmetic on this adapter, measured (not what was asked): one of MODES."""
+        return arithmetic_precision(self.mode)
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
         """Run a one-output model once: its output."""
@@ -152,14 +147,12 @@ class GpuModel:
         if image.shape != self.input_shape:
             raise ValueError(f"input {image.shape} != model input {self.input_shape}")
         started = time.perf_counter()
-        self._inputs[0].write(image)
-        self._model.run_by_index(self._index, self._inputs, self._outputs)
+        self._runtime.submit(image)
         submitted = time.perf_counter()
         busy = wait_until_cpu_idle()
         drained = time.perf_counter()
         try:
-            outs = [buffer.read(int(np.prod(shape)), np.float32)
-                    for buffer, shape in zip(self._outputs, self.output_shapes)]
+            outs = self._runtime.read_outputs()
             # Where one run's time went (da3_litert_farm.dev.bench_gpu): writing the input and
             # submitting, the queue's work, making sure it is done, reading the outputs back.
             self.last_run = {"submit_s": submitted - started, "queue_s": busy,
@@ -172,6 +165,63 @@ class GpuModel:
                 "long: run the GPU check alone (dvc repro gpu@ASPECT)"
             ) from None
         return [np.asarray(out, np.float32).reshape(shape) for out, shape in zip(outs, self.output_shapes)]
+
+
+class _PythonRuntime:
+    """ai-edge-litert's CompiledModel: FP16 (no GPU options, as an app's default) or enforce_f32."""
+
+    def __init__(self, path: Path | str, mode: str, signature: str | None):
+        from ai_edge_litert.compiled_model import CompiledModel
+        from ai_edge_litert.gpu_options import GpuOptions
+        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+        from ai_edge_litert.options import Options
+
+        # GPU with CPU fallback, as an app configures it: ops the delegate rejects run on the
+        # CPU, and `fully_accelerated` says whether any did (GPU alone refuses the whole file).
+        options = Options(hardware_accelerators=HardwareAccelerator.GPU | HardwareAccelerator.CPU,
+                          gpu_options=GpuOptions(enforce_f32=mode == "fp32"))
+        self._model = CompiledModel.from_file(str(path), options=options)
+        self.fully_accelerated = bool(self._model.is_fully_accelerated())
+        signatures = list(self._model.get_signature_list())
+        if signature is not None and signature not in signatures:
+            raise GpuError(f"{path} has no signature {signature!r}; it has {signatures}")
+        self.signature = signature or signatures[0]
+        self._index = signatures.index(self.signature)
+        (details,) = self._model.get_input_tensor_details(self.signature).values()
+        self.input_shape = tuple(int(d) for d in details["shape"])
+        self.output_shapes = [tuple(int(d) for d in details["shape"])
+                              for details in self._model.get_output_tensor_details(self.signature).values()]
+        self._inputs = self._model.create_input_buffers(self._index)
+        self._outputs = self._model.create_output_buffers(self._index)
+
+    def submit(self, image: np.ndarray) -> None:
+        self._inputs[0].write(image)
+        self._model.run_by_index(self._index, self._inputs, self._outputs)
+
+    def read_outputs(self) -> list[np.ndarray]:
+        return [buffer.read(int(np.prod(shape)), np.float32) for buffer, shape in zip(self._outputs, self.output_shapes)]
+
+
+class _CapiRuntime:
+    """LiteRT's C API (gpu.litert_capi), for the precision the Python API cannot set."""
+
+    def __init__(self, path: Path | str, mode: str, signature: str | None):
+        from da3_litert_farm.gpu import litert_capi
+
+        try:
+            self._model = litert_capi.CompiledModel(path, mode, signature)
+        except litert_capi.CapiError as exc:
+            raise GpuError(str(exc)) from None
+        self.fully_accelerated = self._model.fully_accelerated
+        self.signature = self._model.signature
+        (self.input_shape,) = [b.shape for b in self._model.inputs]
+        self.output_shapes = [b.shape for b in self._model.outputs]
+
+    def submit(self, image: np.ndarray) -> None:
+        self._model.submit(image)
+
+    def read_outputs(self) -> list[np.ndarray]:
+        return [b.read() for b in self._model.outputs]
 
 
 def wait_until_cpu_idle(interval: float = 1.0, idle_cores: float = 0.1, idle_samples: int = 2,
@@ -247,6 +297,43 @@ def one_op_model_bytes(op: str, x_shape: tuple[int, ...], y_shape: tuple[int, ..
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
+# The arithmetic probe: one FULLY_CONNECTED of K ones with weights FP16 holds exactly, K - 1 of
+# them t = 1 + 3 * 2**-10 and the last t + 1/4, so the exact sum is 16384 t + 1/4 = 16432.25. In
+# FP32 that is the answer; summed in FP32 and stored in FP16 (spacing 16 there) it is 16432; summed
+# in FP16 each term's 3 * 2**-10 falls under half a unit in the last place once a partial sum
+# passes a few units, so no split of the sum into partials ends at 16432 (lavapipe: 16400).
+_ACCUMULATION_TERMS = 16384
+_TERM = 1 + 3 * 2.0 ** -10
+_SUMS = {16432.25: "fp32", 16432.0: "fp16_fp32_accum"}
+
+
+def accumulation_probe_bytes() -> bytes:
+    """y[1, 4] = x[1, K] . W[4, K]^T, each row of W the probe's terms."""
+    from ai_edge_litert import schema_py_generated as s
+
+    weights = np.full((4, _ACCUMULATION_TERMS), _TERM, np.float32)
+    weights[:, -1] += 0.25
+    return one_op_model_bytes("FULLY_CONNECTED", (1, _ACCUMULATION_TERMS), (1, 4),
+                              ("FullyConnectedOptions", s.FullyConnectedOptionsT()), weights)
+
+
+@functools.lru_cache(maxsize=None)
+def arithmetic_precision(mode: str = "fp16") -> str:
+    """One of MODES: how the accelerator really sums and stores in `mode` here, from the probe.
+    ML Drift computes in FP16 only where the adapter offers it (WebGPU's shader-f16: Vulkan's
+    shaderFloat16); elsewhere it falls back to FP32 without a word, e.g. on SwiftShader, the
+    software Vulkan driver that ships with Chromium. A runtime that ignores the FP32-accumulation
+    option reads as 'fp16'."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "accumulation_probe.tflite"
+        path.write_bytes(accumulation_probe_bytes())
+        model = GpuModel(path, mode)
+    y = model(np.ones(model.input_shape, np.float32))
+    if len(set(y.ravel().tolist())) != 1:
+        raise GpuError(f"the accumulation probe returned {np.unique(y)} for four equal sums")
+    return _SUMS.get(float(y.ravel()[0]), "fp16")
+
+
 def probe_model_bytes() -> bytes:
     """A minimal GPU graph: y = x + x on [1, 8, 8, 4]."""
     from ai_edge_litert import schema_py_generated as s
@@ -254,32 +341,12 @@ def probe_model_bytes() -> bytes:
     return one_op_model_bytes("ADD", (1, 8, 8, 4), (1, 8, 8, 4), ("AddOptions", s.AddOptionsT()))
 
 
-# 1 + 2**-12 needs 13 significant bits: FP16 (11) rounds it to 1, so x + x is exactly 2 there, and
-# 2 + 2**-11 in FP32 (24).
-_NOT_IN_FP16 = 1 + 2.0 ** -12
-
-
-@functools.lru_cache(maxsize=None)
-def arithmetic_precision(enforce_f32: bool = False) -> str:
-    """'fp16' or 'fp32': the precision the accelerator really computes in here, from the probe graph
-    on a value FP16 cannot hold. ML Drift computes in FP16 only where the adapter offers it (WebGPU's
-    shader-f16: Vulkan's shaderFloat16); elsewhere it falls back to FP32 without a word, e.g. on
-    SwiftShader, the software Vulkan driver that ships with Chromium."""
-    model = probe_model(enforce_f32)
-    y = model(np.full(model.input_shape, _NOT_IN_FP16, np.float32))
-    if np.all(y == 2.0):
-        return "fp16"
-    if np.allclose(y, 2 * _NOT_IN_FP16, rtol=0, atol=2.0 ** -20):
-        return "fp32"
-    raise GpuError(f"the precision probe returned {np.unique(y)[:4]} for 2 x {_NOT_IN_FP16}: neither FP16 nor FP32")
-
-
-def probe_model(enforce_f32: bool = False) -> GpuModel:
-    """The probe graph, loaded on the GPU accelerator (its file only lives while it loads)."""
+def probe_model() -> GpuModel:
+    """The setup probe's graph, loaded on the GPU accelerator (its file only lives while it loads)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "probe.tflite"
         path.write_bytes(probe_model_bytes())
-        return GpuModel(path, enforce_f32=enforce_f32)
+        return GpuModel(path)
 
 
 def probe() -> tuple[Adapter | None, str]:

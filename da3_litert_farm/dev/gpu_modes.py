@@ -32,11 +32,11 @@ def measure(aspect, mode: str, photo: str) -> dict:
     loaded = time.time()
     depth = model(image)
     agreement = compare(depth, reference)
-    return {"aspect": aspect.name, "shape": f"{aspect.height}x{aspect.width}", "mode": mode,
-            "arithmetic": arithmetic_precision(mode), "adapter": str(model.adapter),
-            "fully_accelerated": model.fully_accelerated, "photo": photo,
-            "one_minus_r": 1 - agreement["pearson"], "mean_rel_error": agreement["mean_rel_error"],
-            "load_s": round(loaded - started, 2), "inference_s": round(time.time() - loaded, 1)}
+    return {"aspect": aspect.name, "H x W": f"{aspect.height} x {aspect.width}", "mode": mode,
+            "computes": arithmetic_precision(mode), "1 - r": 1 - agreement["pearson"],
+            "mean rel": agreement["mean_rel_error"], "inference s": round(time.time() - loaded, 1),
+            "load s": round(loaded - started, 2), "fully accelerated": model.fully_accelerated,
+            "adapter": str(model.adapter), "photo": photo}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,10 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             row = measure(aspect, mode, args.photo)
             rows.append(row)
-            print(f"{row['aspect']:>8} {row['shape']:>8} {mode:>16} (computes {row['arithmetic']}): "
-                  f"1 - r {row['one_minus_r']:.2e}, mean rel {row['mean_rel_error']:.2e}, "
-                  f"inference {row['inference_s']} s, load {row['load_s']} s, fully accelerated "
-                  f"{row['fully_accelerated']}", flush=True)
+            print(f"{row['aspect']:>8} {row['H x W']:>11} {mode:>16} (computes {row['computes']}): "
+                  f"1 - r {row['1 - r']:.2e}, mean rel {row['mean rel']:.2e}, inference {row['inference s']} s, "
+                  f"load {row['load s']} s, fully accelerated {row['fully accelerated']}", flush=True)
     if args.record:
         from da3_litert_farm.dev import figures
 

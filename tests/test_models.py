@@ -59,7 +59,7 @@ def test_the_tensor_plan_follows_the_preset():
     assert base.model is PRESETS["da3-base"]
     raw["checkpoint"]["preset"] = "da3-small"
     assert parse_params(raw, checkpoint_files=False).model is PRESETS["da3-small"]
-    # Its head features [1, 896, 672, 64] are 73.5 MiB in FP16, twice small's (the preset's width).
+    # Its head features [1, 898, 674, 64] (padded) are 74 MiB in FP16, twice small's (the preset's width).
     raw["max_tensor_mib"], raw["aspects"] = 64, {"3x4": {"ratio": "3:4"}}
     assert parse_params(raw, checkpoint_files=False).aspects["3x4"].height == 896
     raw["checkpoint"]["preset"] = "da3-base"

@@ -11,7 +11,7 @@ DA3-Small's converted graph (tests/test_tensor_plan.py):
 - attention scores [1, heads, N, N], N = 1 + tokens: quadratic in the token count. An exact
   rewrite (`rewrites.SplitQKVAttention` with a query chunk) computes them for a slice of the
   queries at a time, so only [1, heads, chunk, N] exists at once;
-- the head's full-resolution features [1, H, W, features / 2] and its last fusion map
+- the head's full-resolution features [1, H + 2, W + 2, features / 2] (padded) and its last fusion map
   [1, 8h, 8w, features] (h, w the patch grid): linear in pixels, no rewrite bounds them;
 - the MLP hidden layer [1, N, 4 x width], and the largest weight (the head's resize_layers[3]).
 """
@@ -70,7 +70,9 @@ def plan_tensors(model: Preset, height: int, width: int, limit_bytes: int) -> Te
     chunk = query_chunk_for(tokens, model.heads, limit_bytes)
     shapes = {
         "attention scores": (1, model.heads, chunk or tokens, tokens),
-        "head features": (1, height, width, model.head_features // 2),  # output_conv1, at full resolution
+        # output_conv1's features at full resolution, padded for the 3x3 conv that reads them
+        # (rewrites.ShortSumConv2d pads them as a tensor of their own)
+        "head features": (1, height + 2, width + 2, model.head_features // 2),
         "head fusion": (1, 8 * rows, 8 * cols, model.head_features),  # refinenet1, at 8x the patch grid
         "MLP hidden": (1, tokens, model.mlp_hidden),
         "weight": model.largest_weight,

@@ -29,7 +29,7 @@ def test_versions_sort_by_semantic_version_precedence():
 def model(aspect: str, height: int, width: int, **extra) -> dict:
     return {"aspect": aspect, "ratio": extra.pop("ratio", f"{width}:{height}"), "height": height, "width": width,
             "file": f"artifacts/models/{aspect}/model_fp16.tflite", "sha256": f"{aspect:0<64}"[:64],
-            "bytes": 52_000_000, "fidelity": {"pearson_min": 0.9999996, "mean_rel_error_max": 8.1e-4,
+            "bytes": 52_000_000, "gpu_lint": {"gmac": 117.52}, "fidelity": {"pearson_min": 0.9999996, "mean_rel_error_max": 8.1e-4,
                                               "photos": {"coffee": 0.9999996, "astronaut": 0.9999998}},
             "gpu": {"checked": True, "pearson_min": 0.99941, "mean_rel_max": 9.8e-3, "photos": {"coffee": 0.99941},
                     "adapter": "llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, CPU / Software)", "precision": "fp16"},
@@ -85,7 +85,14 @@ def test_show_lists_every_model_with_its_figures_weights_and_tools():
     assert shown["weights"] == {"kind": "trained", "source": "hub", "weights_sha256": "ab" * 32,
                                 "origin": "Hugging Face depth-anything/DA3-SMALL at " + "0123abcd" * 5}
     text = format_summary(shown)
-    assert "9x16        896x504    52.00  9x1600000000" in text
+    assert "9x16        896x504    52.00  117.5  9x1600000000" in text
+    assert "model" not in text.splitlines()[0]  # this catalog's checkpoint does not say which network
+    older = catalog()
+    del older["models"][1]["gpu_lint"]  # made before the farm counted multiply-accumulates
+    assert "3x4         896x672    52.00      -  3x4000000000" in format_summary(summary(older))
+    based = catalog()
+    based["checkpoint"]["model_name"] = "da3-base"
+    assert format_summary(summary(based)).splitlines()[0] == "da3-small-litert 1.0.0 (created 2026-12-05T00:00:00Z), model da3-base"
     assert "5.9e-04" in text and "litert-torch 0.10.0" in text and "WARNING" not in text
     stress = format_summary(summary(catalog("random")))
     assert "weights: stress: seeded random weights (seed 0)" in stress and "WARNING: STRESS WEIGHTS" in stress

@@ -21,6 +21,7 @@ class CatalogError(FarmError, ValueError):
 # and no name in it can point a file the client writes outside its folder.
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")  # params.schema.json's catalog_name: part of every file name pulled
 VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?")  # its semver
+MODEL_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")  # a depth_anything_3 preset, e.g. da3-small (core.models)
 MAX_BYTES = 2 ** 40  # 1 TiB: past any model, and exact as a float
 SOURCES = ("hub", "local", "random")
 
@@ -95,6 +96,8 @@ def check_catalog(doc: object) -> dict:
               "a string or null")
     _need(isinstance(checkpoint.get("seed"), (int, type(None))), "checkpoint.seed", checkpoint.get("seed"),
           "an integer or null")
+    if "model_name" in checkpoint:  # `farm show` prints it: one line, a preset's name
+        _text(checkpoint["model_name"], "checkpoint.model_name", MODEL_NAME, "a model name like da3-small")
     for key, values in (("tools", doc.get("tools", {})), ("license", doc.get("license") or {})):
         _need(isinstance(values, dict) and all(isinstance(v, (str, type(None))) for v in values.values()), key,
               values, "an object of strings")
@@ -125,6 +128,8 @@ def _model(m, where: str) -> str:
             _mapping(m[key], f"{where}.{key}")
     if "precision" in m:
         _text(m["precision"], f"{where}.precision")
+    if "gmac" in _mapping(m.get("gpu_lint", {}), f"{where}.gpu_lint"):
+        _number(m["gpu_lint"]["gmac"], f"{where}.gpu_lint.gmac")
     fidelity = _mapping(_field(m, "fidelity", where), f"{where}.fidelity")
     for key in ("pearson_min", "mean_rel_error_max"):
         _number(_field(fidelity, key, f"{where}.fidelity"), f"{where}.fidelity.{key}")
@@ -183,6 +188,7 @@ def summary(catalog: dict) -> dict:
     check_catalog(catalog)
     rows = [{"aspect": m["aspect"], "ratio": m["ratio"], "height": m["height"], "width": m["width"],
              "megabytes": round(m["bytes"] / 1e6, 2), "sha256": m["sha256"],
+             "gmac": (m.get("gpu_lint") or {}).get("gmac"),  # None in catalogs made before the farm counted it
              "cpu": {"one_minus_pearson": 1 - m["fidelity"]["pearson_min"],
                      "mean_rel_max": m["fidelity"]["mean_rel_error_max"],
                      "photos": sorted(m["fidelity"]["photos"])},
@@ -191,7 +197,8 @@ def summary(catalog: dict) -> dict:
     bundle = catalog.get("bundle")
     return {
         "name": catalog["name"], "version": catalog["version"], "created": catalog.get("created"),
-        "weights": weights(catalog), "warning": stress_warning(catalog),
+        "model": catalog["checkpoint"].get("model_name"), "weights": weights(catalog),
+        "warning": stress_warning(catalog),
         "models": rows,
         "bundle": {"megabytes": round(bundle["bytes"] / 1e6, 2), "sha256": bundle["sha256"],
                    "signatures": [s["signature"] for s in bundle["signatures"]]} if bundle else None,
@@ -202,25 +209,27 @@ def summary(catalog: dict) -> dict:
 
 def format_summary(s: dict) -> str:
     w = s["weights"]
-    lines = [f"{s['name']} {s['version']} (created {s['created']})",
+    lines = [f"{s['name']} {s['version']} (created {s['created']})" + (f", model {s['model']}" if s["model"] else ""),
              f"weights: {w['kind']}: {w['origin']}" + (f", sha256 {w['weights_sha256'][:12]}" if w["weights_sha256"]
                                                         else "")]
     if s["warning"]:
         lines.append(f"WARNING: {s['warning']}")
-    lines.append(f"{'aspect':<10} {'HxW':>9} {'MB':>7}  {'sha256':<12}  {'CPU 1-r':>8} {'CPU rel':>8}  "
+    lines.append(f"{'aspect':<10} {'HxW':>9} {'MB':>7} {'GMAC':>6}  {'sha256':<12}  {'CPU 1-r':>8} {'CPU rel':>8}  "
                  f"{'GPU 1-r':>8} {'GPU rel':>8}  GPU adapter (photos)")
     for r in s["models"]:
         cpu, gpu = r["cpu"], r["gpu"]
         gpu_text = (f"{gpu['one_minus_pearson']:>8.1e} {gpu['mean_rel_max']:>8.1e}  {gpu['adapter']} "
                     f"({', '.join(gpu['photos'])})" if gpu["checked"] else f"{'not checked':>17}  {gpu['reason']}")
-        lines.append(f"{r['aspect']:<10} {r['height']:>4}x{r['width']:<4} {r['megabytes']:>7.2f}  {r['sha256'][:12]}  "
+        gmac = f"{r['gmac']:>6.1f}" if r["gmac"] is not None else f"{'-':>6}"
+        lines.append(f"{r['aspect']:<10} {r['height']:>4}x{r['width']:<4} {r['megabytes']:>7.2f} {gmac}  {r['sha256'][:12]}  "
                      f"{cpu['one_minus_pearson']:>8.1e} {cpu['mean_rel_max']:>8.1e}  {gpu_text}")
     if s["bundle"]:
         b = s["bundle"]
-        lines.append(f"{'bundle':<10} {'':>9} {b['megabytes']:>7.2f}  {b['sha256'][:12]}  signatures "
+        lines.append(f"{'bundle':<10} {'':>9} {b['megabytes']:>7.2f} {'':>6}  {b['sha256'][:12]}  signatures "
                      f"{', '.join(b['signatures'])}")
-    lines.append("1-r: 1 - Pearson r, worst photo; rel: mean relative error, worst photo; both against the official "
-                 "FP32 model (CPU: XNNPACK; GPU: LiteRT's GPU accelerator, FP16)")
+    lines.append("GMAC: multiply-accumulates per inference, in billions; 1-r: 1 - Pearson r, worst photo; rel: mean "
+                 "relative error, worst photo; both against the official FP32 model (CPU: XNNPACK; GPU: LiteRT's GPU "
+                 "accelerator, FP16)")
     lic = s["license"]
     lines.append(f"license: code {lic['code']}; weights {lic['weights']}"
                  + (f"; credit: {lic['attribution']}" if lic["attribution"] else ""))

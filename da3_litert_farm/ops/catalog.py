@@ -93,6 +93,7 @@ def model_entry(params: Params, name: str) -> dict:
             "op_histogram": lint["op_histogram"],
             "fp16_weight_tensors": lint["fp16_weight_tensors"],
             "largest_tensor_bytes": lint["largest_tensor"]["fp16_bytes"],
+            "gmac": round(lint["macs"] / 1e9, 2),
         },
         "gpu": gpu_entry(checked.gpu),
     }

@@ -1,4 +1,5 @@
-"""`gpu@ASPECT` stage: the shipped file on LiteRT's real GPU accelerator, in FP16, vs the official model.
+"""`gpu@ASPECT` stage: the shipped file on LiteRT's real GPU accelerator, in FP16 (and each other mode of
+validation.gpu_modes), vs the official model.
 
     python -m stages.gpu 9x16
 
@@ -33,6 +34,9 @@ def check(run: stage.Run) -> int | None:
           f"(1-r {1 - record['pearson_min']:.1e}), mean rel error <= {record['mean_rel_max']:.1e}, "
           f"{len(record['photos'])} photo{'s' if len(record['photos']) > 1 else ''} "
           f"({', '.join(record['photos'])}), {record['seconds']:.1f} s")
+    for mode, m in record.get("modes", {}).items():
+        print(f"gpu {aspect.name}: {mode}: pearson >= {m['pearson_min']:.7f} (1-r {1 - m['pearson_min']:.1e}), "
+              f"mean rel error <= {m['mean_rel_max']:.1e}, {m['seconds']:.1f} s")
     return None
 
 

@@ -110,6 +110,9 @@ def new_farm(root: Path, weights: torch.nn.Module, aspects: dict) -> Farm:
     doc = farm.params
     doc["checkpoint"].update(source="local", path="checkpoints/stress")
     doc["aspects"] = dict(aspects)
+    # The default GPU mode only: each mode is one more GPU run per aspect and build, and the check in every
+    # mode is tested once (test_gpu.py), not in each of the many builds the tests make.
+    doc["validation"]["gpu_modes"] = ["fp16"]
     farm.set_params(doc)
     farm.git("init", "-q")
     farm.commit("farm under test")

@@ -57,6 +57,7 @@ def build_template(root: Path) -> Farm:
     doc["checkpoint"].update(source="random", seed=0)
     doc["aspects"] = dict(ASPECTS)
     doc["validation"]["gpu"] = "skip"
+    doc["validation"]["gpu_modes"] = ["fp16"]  # where a fault test turns the GPU check on, one mode is enough
     farm.set_params(doc)
     farm.git("init", "-q")
     farm.git("config", "user.email", "t@t")

@@ -13,7 +13,7 @@ import pytest
 from da3_litert_farm.client.cli import choose, main, orientation_note, public_repo, pull, PullError
 from da3_litert_farm.client.remote import explain, scheme
 from da3_litert_farm.client.trust import Release
-from da3_litert_farm.client.show import format_summary, summary
+from da3_litert_farm.client.show import CatalogError, format_summary, summary
 from da3_litert_farm.core.releases import version_key
 
 
@@ -90,6 +90,17 @@ def test_show_lists_every_model_with_its_figures_weights_and_tools():
     older = catalog()
     del older["models"][1]["gpu_lint"]  # made before the farm counted multiply-accumulates
     assert "3x4         896x672    52.00      -  3x4000000000" in format_summary(summary(older))
+    accum = catalog()
+    accum["models"][0]["gpu"]["modes"] = {"fp16_fp32_accum": {"precision": "fp16_fp32_accum", "pearson_min": 0.99952,
+                                                              "mean_rel_max": 8.2e-3, "seconds": 90.0}}
+    lines = format_summary(summary(accum)).splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("9x16 "))
+    assert lines[row + 1].split() == ["4.8e-04", "8.2e-03", "in", "GPU", "mode", "fp16_fp32_accum"]
+    assert lines[row + 2].startswith("3x4 ")
+    for bad in ({"fp16_fp32_accum": {"pearson_min": "x", "mean_rel_max": 0.1}}, {"a\nb": {}}, []):
+        accum["models"][0]["gpu"]["modes"] = bad
+        with pytest.raises(CatalogError, match=r"^models.0.gpu.modes"):
+            summary(accum)
     based = catalog()
     based["checkpoint"]["model_name"] = "da3-base"
     assert format_summary(summary(based)).splitlines()[0] == "da3-small-litert 1.0.0 (created 2026-12-05T00:00:00Z), model da3-base"

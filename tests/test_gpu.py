@@ -13,18 +13,21 @@ import threading
 import time
 import sys
 
+import jsonschema
 import numpy as np
 import pytest
 import torch
 
 from da3_litert_farm.checks.agreement import compare, gate_fidelity
 from da3_litert_farm.checks.gpu import GATE_KEYS, run_on_gpu
+from da3_litert_farm.ops.catalog import gpu_entry, validate_catalog
 from da3_litert_farm.gpu.gpu_runtime import (GpuModel, accumulation_probe_bytes, arithmetic_precision, probe,
                                              probe_model_bytes, wait_until_cpu_idle)
 from da3_litert_farm.model.official import official_depth
 from da3_litert_farm.config.params import load_params
 from da3_litert_farm.model.photo_input import load_photo_tensor
 from tests.conftest import SMALL, SWIFTSHADER_ICD
+from tests.test_params import minimal_catalog
 from tests.test_rewrites import Call, graph_of
 
 PHOTOS = ("motorcycle_left", "astronaut", "coffee")
@@ -176,6 +179,35 @@ def test_a_graph_with_gather_nd_is_not_fully_accelerated_and_fails(stress_net, t
                and "GATHER_ND" in f for f in record["failures"]), record["failures"]
 
 
+def test_the_check_runs_each_mode_an_app_may_choose_each_gated(small_tflite, references, gpu_run):
+    """validation.gpu_modes: the default FP16 at the record's top level (as gpu_run, above, has it), FP32
+    accumulation beside it with its own arithmetic, figures and gates."""
+    record, depths = run_on_gpu(small_tflite[1], {"coffee": references["coffee"]}, DEFAULTS.gpu_min_pearson,
+                                DEFAULTS.gpu_max_mean_rel, ("fp16", "fp16_fp32_accum"))
+    assert record["passed"] and record["precision"] == "fp16" and set(depths) == {"coffee"}
+    assert record["pearson_min"] == gpu_run[0]["photos"]["coffee"]["pearson"]  # the same default-mode run
+    accum = record["modes"]["fp16_fp32_accum"]
+    assert set(record["modes"]) == {"fp16_fp32_accum"} and accum["passed"] and accum["fully_accelerated"]
+    assert accum["precision"] == "fp16_fp32_accum" and accum["gates"]["fp16_fp32_accum"] == {"passed": True}
+    fp32_sums = compare(GpuModel(small_tflite[1], "fp16_fp32_accum")(references["coffee"][0]), references["coffee"][1])
+    assert accum["pearson_min"] == fp32_sums["pearson"] != record["pearson_min"]  # another arithmetic, measured
+    # The catalog carries the other mode's figures, as the schema allows only an app's modes.
+    entry = gpu_entry(record)
+    assert entry["modes"] == {"fp16_fp32_accum": {"precision": "fp16_fp32_accum", "pearson_min": accum["pearson_min"],
+                                                  "mean_rel_max": accum["mean_rel_max"],
+                                                  "seconds": round(accum["seconds"], 1)}}
+    catalog = minimal_catalog()
+    catalog["models"][0]["gpu"] = entry
+    validate_catalog(catalog)
+    entry["modes"]["fp32"] = entry["modes"]["fp16_fp32_accum"]
+    with pytest.raises(jsonschema.ValidationError, match="'fp32' is not one of"):
+        validate_catalog(catalog)
+    failing, _ = run_on_gpu(small_tflite[1], {"coffee": references["coffee"]}, 1 - (1 - accum["pearson_min"]) / 2,
+                            1.0, ("fp16", "fp16_fp32_accum"))
+    assert not failing["passed"] and any(f.startswith("fp16_fp32_accum: pearson ") and "validation.gpu_min_pearson"
+                                         in f for f in failing["failures"]), failing["failures"]
+
+
 ON_SWIFTSHADER = """
 import json, sys
 import numpy as np
@@ -189,7 +221,7 @@ x = np.linspace(-3, 3, 256, dtype=np.float32).reshape(1, 8, 8, 4)
 exact = bool(np.array_equal(GpuModel(probe)(x), 2 * x))
 with np.load(sys.argv[2]) as saved:
     refs = {p: (saved[p + ".image"], saved[p + ".depth"]) for p in sorted({k.split(".")[0] for k in saved.files})}
-record, depths = run_on_gpu(sys.argv[1], refs, 0.99, 0.05)
+record, depths = run_on_gpu(sys.argv[1], refs, 0.99, 0.05, ("fp16", "fp16_fp32_accum"))
 print(json.dumps({"exact_sum": exact, "record": record, "depths": len(depths)}))
 """
 
@@ -213,6 +245,11 @@ def test_an_adapter_without_fp16_is_found_out_and_fails_the_check_before_any_pho
     assert record["photos"] == {} and result["depths"] == 0  # minutes of inference spared
     assert any(f.startswith(f"the adapter {record['adapter']['name']} (Vulkan, CPU / Software) computes in FP32 only")
                for f in record["failures"]), record["failures"]
+    # Asked for FP32 accumulation, it computes everything in FP32 too: found out and failed the same way.
+    accum = record["modes"]["fp16_fp32_accum"]
+    assert accum["precision"] == "fp32" and accum["gates"]["fp16_fp32_accum"] == {"passed": False}
+    assert accum["photos"] == {} and any(f.startswith("fp16_fp32_accum: the adapter SwiftShader")
+                                         for f in record["failures"]), record["failures"]
 
 
 def test_idle_wait_returns_soon_when_nothing_runs():

@@ -123,6 +123,11 @@ def test_gpu_photos_are_a_chosen_subset_of_the_photos():
         (None, "top level: None must be a mapping with keys ['checkpoint', 'long_side'"),
         (edited(checkpoint=["hub"]), "checkpoint: ['hub'] must be a mapping with keys ['source', 'preset', 'repo', "
                                      "'revision', 'path', 'seed', 'outliers']"),
+        (edited(validation__gpu_modes=["fp16_fp32_accum"]),
+         "validation.gpu_modes: ['fp16_fp32_accum'] must be a list of GPU modes from ['fp16', 'fp16_fp32_accum'] that "
+         "holds 'fp16' (the runtime's default"),
+        (edited(validation__gpu_modes=["fp16", "fp32"]), "validation.gpu_modes[1]: 'fp32' is not one of ['fp16', "
+                                                         "'fp16_fp32_accum']"),
         (edited(checkpoint__source="hub", checkpoint__revision=""),
          "checkpoint.revision: '' must be a branch, tag or commit hash"),
         (edited(long_side=896.0), "long_side: 896.0 must be an integer number of pixels, a multiple of 14 (the ViT "

@@ -1,4 +1,5 @@
-"""GPU stage: run the shipped file on LiteRT's real GPU accelerator, in FP16 as phones do.
+"""GPU stage: run the shipped file on LiteRT's real GPU accelerator, in FP16 as phones do (and in each other
+mode of validation.gpu_modes an app may choose, each gated alike).
 
 Run by the DVC stage in stages/gpu.py.
 
@@ -31,6 +32,7 @@ import numpy as np
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import Aspect
 from da3_litert_farm.checks.agreement import compare, gate_fidelity
+from da3_litert_farm.core.gpu_modes import DEFAULT_MODE
 from da3_litert_farm.gpu.gpu_runtime import Adapter, GpuError, GpuModel
 from da3_litert_farm.config.params import ValidationParams
 from da3_litert_farm.model.photo_input import load_photo_array
@@ -54,11 +56,26 @@ def references(aspect: Aspect, photos: tuple[str, ...]) -> dict[str, tuple[np.nd
 
 
 def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
-               max_mean_rel: float) -> tuple[dict, dict[str, np.ndarray]]:
-    """Load `model_file` on the GPU accelerator, run every photo, gate: (the gpu.json record,
-    the depth map of each photo)."""
+               max_mean_rel: float, modes: tuple[str, ...] = (DEFAULT_MODE,)) -> tuple[dict, dict[str, np.ndarray]]:
+    """Load `model_file` on the GPU accelerator in each mode, run every photo, gate: (the gpu.json
+    record, the depth map of each photo in the default mode). The record's top level is the default
+    mode, what an app gets unless it asks; `modes` holds each other mode's own record and gates."""
+    record, depths = run_in_mode(model_file, refs, min_pearson, max_mean_rel, DEFAULT_MODE)
+    others = {}
+    for mode in (m for m in modes if m != DEFAULT_MODE):
+        other, _ = run_in_mode(model_file, refs, min_pearson, max_mean_rel, mode)
+        others[mode] = {k: v for k, v in other.items() if k not in ("checked", "adapter")}
+        record["failures"] += [f"{mode}: {failure}" for failure in other["failures"]]
+    if others:
+        record.update(modes=others, passed=not record["failures"])
+    return record, depths
+
+
+def run_in_mode(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
+                max_mean_rel: float, mode: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """run_on_gpu in one mode (core.gpu_modes)."""
     started = time.time()
-    model = GpuModel(model_file)
+    model = GpuModel(model_file, mode)
     adapter = model.adapter or Adapter("not reported by the runtime", "unknown", "unknown")
     record = {
         "checked": True,
@@ -73,10 +90,14 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
     if not model.fully_accelerated:
         rejected = ", ".join(model.rejected_ops) or "see `python -m da3_litert_farm.checks.gpu_lint FILE`"
         failures.append(f"not fully accelerated: ops the GPU delegate rejected run on the CPU ({rejected})")
-    if record["precision"] != "fp16":
+    if record["precision"] == "fp32" and mode != "fp32":
         failures.append(f"the adapter {adapter} computes in FP32 only (no FP16 arithmetic), so its figures would not "
                         "describe FP16 on a phone: run the check on an adapter with FP16 (`python -m "
                         "da3_litert_farm.gpu.gpu_setup` says which it has) or set validation.gpu: skip")
+    elif record["precision"] != mode:
+        failures.append(f"asked for {mode}, the runtime on {adapter} computes {record['precision']} (the accumulation "
+                        f"probe, gpu_runtime.arithmetic_precision), so its figures would not describe {mode}"
+                        + ("" if mode == DEFAULT_MODE else ": drop it from validation.gpu_modes on this machine"))
     if not failures:
         for photo, (image, reference) in refs.items():
             t = time.time()
@@ -98,7 +119,7 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
         mean_rel_max=gates.get("max_mean_rel", {}).get("value"),
         seconds=time.time() - started,
         gates={"fully_accelerated": {"passed": model.fully_accelerated},
-               "fp16": {"passed": record["precision"] == "fp16"},
+               mode: {"passed": record["precision"] == mode},  # the arithmetic asked for
                "finite": {"passed": bool(record["photos"]) and all(m["finite"] for m in record["photos"].values())},
                **gates},
         passed=not failures,
@@ -115,5 +136,6 @@ def gpu_check(aspect: Aspect, validation: ValidationParams) -> tuple[dict, dict[
         return {**head, "checked": False, "reason": "validation.gpu is 'skip' in params.yaml", "passed": True,
                 "failures": []}, {}
     refs = references(aspect, validation.gpu_photos)
-    record, depths = run_on_gpu(shipped, refs, validation.gpu_min_pearson, validation.gpu_max_mean_rel)
+    record, depths = run_on_gpu(shipped, refs, validation.gpu_min_pearson, validation.gpu_max_mean_rel,
+                                validation.gpu_modes)
     return {**head, **record}, depths

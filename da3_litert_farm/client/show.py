@@ -21,6 +21,7 @@ class CatalogError(FarmError, ValueError):
 # and no name in it can point a file the client writes outside its folder.
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")  # params.schema.json's catalog_name: part of every file name pulled
 VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?")  # its semver
+GPU_MODE = re.compile(r"[a-z0-9_]{1,32}")  # core.gpu_modes, e.g. fp16_fp32_accum
 MODEL_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")  # a depth_anything_3 preset, e.g. da3-small (core.models)
 MAX_BYTES = 2 ** 40  # 1 TiB: past any model, and exact as a float
 SOURCES = ("hub", "local", "random")
@@ -144,6 +145,11 @@ def _model(m, where: str) -> str:
         _photos(_field(gpu, "photos", f"{where}.gpu"), f"{where}.gpu.photos")
         for key in ("adapter", "precision"):
             _text(_field(gpu, key, f"{where}.gpu"), f"{where}.gpu.{key}")
+        for mode, figures in _mapping(gpu.get("modes", {}), f"{where}.gpu.modes").items():
+            _text(mode, f"{where}.gpu.modes", GPU_MODE, "a GPU mode like fp16_fp32_accum")
+            for key in ("pearson_min", "mean_rel_max"):
+                _number(_field(_mapping(figures, f"{where}.gpu.modes.{mode}"), key, f"{where}.gpu.modes.{mode}"),
+                        f"{where}.gpu.modes.{mode}.{key}")
     return aspect
 
 
@@ -180,7 +186,9 @@ def _gpu(m: dict) -> dict:
     if not gpu.get("checked"):
         return {"checked": False, "reason": gpu.get("reason", "catalog made before the farm ran a GPU check")}
     return {"checked": True, "one_minus_pearson": 1 - gpu["pearson_min"], "mean_rel_max": gpu["mean_rel_max"],
-            "photos": sorted(gpu["photos"]), "adapter": gpu["adapter"], "precision": gpu["precision"]}
+            "photos": sorted(gpu["photos"]), "adapter": gpu["adapter"], "precision": gpu["precision"],
+            **({"modes": {mode: {"one_minus_pearson": 1 - m["pearson_min"], "mean_rel_max": m["mean_rel_max"]}
+                          for mode, m in gpu["modes"].items()}} if gpu.get("modes") else {})}
 
 
 def summary(catalog: dict) -> dict:
@@ -223,13 +231,16 @@ def format_summary(s: dict) -> str:
         gmac = f"{r['gmac']:>6.1f}" if r["gmac"] is not None else f"{'-':>6}"
         lines.append(f"{r['aspect']:<10} {r['height']:>4}x{r['width']:<4} {r['megabytes']:>7.2f} {gmac}  {r['sha256'][:12]}  "
                      f"{cpu['one_minus_pearson']:>8.1e} {cpu['mean_rel_max']:>8.1e}  {gpu_text}")
+        for mode, m in (gpu.get("modes") or {}).items():  # other GPU modes an app may choose
+            lines.append(f"{'':<10} {'':>9} {'':>7} {'':>6}  {'':<12}  {'':>8} {'':>8}  "
+                         f"{m['one_minus_pearson']:>8.1e} {m['mean_rel_max']:>8.1e}  in GPU mode {mode}")
     if s["bundle"]:
         b = s["bundle"]
         lines.append(f"{'bundle':<10} {'':>9} {b['megabytes']:>7.2f} {'':>6}  {b['sha256'][:12]}  signatures "
                      f"{', '.join(b['signatures'])}")
     lines.append("GMAC: multiply-accumulates per inference, in billions; 1-r: 1 - Pearson r, worst photo; rel: mean "
                  "relative error, worst photo; both against the official FP32 model (CPU: XNNPACK; GPU: LiteRT's GPU "
-                 "accelerator, FP16)")
+                 "accelerator, FP16 unless a GPU mode is named)")
     lic = s["license"]
     lines.append(f"license: code {lic['code']}; weights {lic['weights']}"
                  + (f"; credit: {lic['attribution']}" if lic["attribution"] else ""))

@@ -29,6 +29,7 @@ from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, Aspect, AspectError, \
     plan_aspect
+from da3_litert_farm.core.gpu_modes import APP_MODES, DEFAULT_MODE
 from da3_litert_farm.core.models import DEFAULT_PRESET, NOT_CONVERTED, PRESETS, Preset
 from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 from da3_litert_farm.core.photos import MIN_PHOTOS, PHOTOS
@@ -66,6 +67,7 @@ class ValidationParams:
     gpu_max_mean_rel: float
     photos: tuple[str, ...]
     gpu_photos: tuple[str, ...]  # a subset of photos: the GPU stage compares against validate's maps
+    gpu_modes: tuple[str, ...] = (DEFAULT_MODE,)  # core.gpu_modes: the GPU check runs the file in each, each gated
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,7 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
             gpu_max_mean_rel=float(v["gpu_max_mean_rel"]),
             photos=photos,
             gpu_photos=gpu_photos,
+            gpu_modes=tuple(v.get("gpu_modes", (DEFAULT_MODE,))),
         ),
         catalog=CatalogParams(c["name"], c["version"]),
     )
@@ -213,6 +216,11 @@ def constants_schema() -> dict:
                        "description": f"a Depth Anything 3 preset the farm converts: {', '.join(PRESETS)} (the "
                                       f"package's others, {', '.join(NOT_CONVERTED)}, differ in structure from what "
                                       f"the rewrites cover: da3_litert_farm/core/models.py says how)"},
+            "gpu_mode": {"enum": list(APP_MODES)},
+            "gpu_modes": {"type": "array", "items": {"$ref": "#/$defs/gpu_mode"}, "uniqueItems": True,
+                          "contains": {"const": DEFAULT_MODE},
+                          "description": f"a list of GPU modes from {list(APP_MODES)} that holds {DEFAULT_MODE!r} "
+                                         f"(the runtime's default, what an app gets unless it asks)"},
             "photo": {"enum": list(PHOTOS)},
             "photos": {"type": "array", "items": {"$ref": "#/$defs/photo"}, "minItems": MIN_PHOTOS,
                        "uniqueItems": True,

@@ -4,7 +4,7 @@
                                             [--photo coffee] [--record NAME]
 
 Run in a built farm (after `make farm`): per aspect and mode it loads artifacts/models/A/model_fp16.tflite
-on the GPU accelerator (gpu_runtime.MODES: the default FP16, FP16 storage with FP32 accumulation as the
+on the GPU accelerator (core.gpu_modes: the default FP16, FP16 storage with FP32 accumulation as the
 C API sets it, enforce_f32), checks the arithmetic the mode really has with the accumulation probe,
 runs the photo and compares the depth with the official FP32 map validate@A saved (the GPU stage's
 reference): 1 - Pearson r, mean relative error, seconds for the inference. One model at a time, and
@@ -22,7 +22,8 @@ from da3_litert_farm.checks.agreement import compare
 from da3_litert_farm.checks.gpu import references
 from da3_litert_farm.config.params import load_params
 from da3_litert_farm.core import paths
-from da3_litert_farm.gpu.gpu_runtime import MODES, GpuModel, arithmetic_precision
+from da3_litert_farm.core.gpu_modes import MODES
+from da3_litert_farm.gpu.gpu_runtime import GpuModel, arithmetic_precision
 
 
 def measure(aspect, mode: str, photo: str) -> dict:

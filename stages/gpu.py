@@ -37,6 +37,7 @@ def check(run: stage.Run) -> int | None:
     for mode, m in record.get("modes", {}).items():
         print(f"gpu {aspect.name}: {mode}: pearson >= {m['pearson_min']:.7f} (1-r {1 - m['pearson_min']:.1e}), "
               f"mean rel error <= {m['mean_rel_max']:.1e}, {m['seconds']:.1f} s")
+    print(f"gpu {aspect.name}: recommended GPU mode for apps: {record['recommended_mode']}")
     return None
 
 

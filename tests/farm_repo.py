@@ -99,6 +99,13 @@ class Farm:
         return {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
 
 
+def default_gpu_mode_only(doc: dict) -> None:
+    """The default GPU mode only: each mode is one more GPU run per aspect and build, and the check in every
+    mode is tested once (test_gpu.py), not in each of the many builds the tests make."""
+    doc["validation"]["gpu_modes"] = ["fp16"]
+    doc["validation"]["gpu_mode_gates"] = {}
+
+
 def new_farm(root: Path, weights: torch.nn.Module, aspects: dict) -> Farm:
     """The repository's files in `root`, a git repo whose params build `aspects` from `weights`
     (a Hub-layout checkpoint under checkpoints/, `source: local`)."""
@@ -110,9 +117,7 @@ def new_farm(root: Path, weights: torch.nn.Module, aspects: dict) -> Farm:
     doc = farm.params
     doc["checkpoint"].update(source="local", path="checkpoints/stress")
     doc["aspects"] = dict(aspects)
-    # The default GPU mode only: each mode is one more GPU run per aspect and build, and the check in every
-    # mode is tested once (test_gpu.py), not in each of the many builds the tests make.
-    doc["validation"]["gpu_modes"] = ["fp16"]
+    default_gpu_mode_only(doc)
     farm.set_params(doc)
     farm.git("init", "-q")
     farm.commit("farm under test")

@@ -20,6 +20,7 @@ import torch
 
 from da3_litert_farm.checks.agreement import compare, gate_fidelity
 from da3_litert_farm.checks.gpu import GATE_KEYS, run_on_gpu
+from da3_litert_farm.core.gpu_modes import recommend
 from da3_litert_farm.ops.catalog import gpu_entry, validate_catalog
 from da3_litert_farm.gpu.gpu_runtime import (GpuModel, accumulation_probe_bytes, arithmetic_precision, probe,
                                              probe_model_bytes, wait_until_cpu_idle)
@@ -182,19 +183,27 @@ def test_a_graph_with_gather_nd_is_not_fully_accelerated_and_fails(stress_net, t
 def test_the_check_runs_each_mode_an_app_may_choose_with_its_own_figures(small_tflite, references, gpu_run):
     """validation.gpu_modes: the default FP16 at the record's top level (as gpu_run, above, has it), FP32
     accumulation beside it with its own arithmetic, figures and gates."""
+    modes = ("fp16", "fp16_fp32_accum")
     record, depths = run_on_gpu(small_tflite[1], {"coffee": references["coffee"]}, DEFAULTS.gpu_min_pearson,
-                                DEFAULTS.gpu_max_mean_rel, ("fp16", "fp16_fp32_accum"))
+                                DEFAULTS.gpu_max_mean_rel, modes, {m: DEFAULTS.gpu_gates(m) for m in modes})
     assert record["passed"] and record["precision"] == "fp16" and set(depths) == {"coffee"}
     assert record["pearson_min"] == gpu_run[0]["photos"]["coffee"]["pearson"]  # the same default-mode run
     accum = record["modes"]["fp16_fp32_accum"]
     assert set(record["modes"]) == {"fp16_fp32_accum"} and accum["passed"] and accum["fully_accelerated"]
     assert accum["precision"] == "fp16_fp32_accum" and accum["gates"]["fp16_fp32_accum"] == {"passed": True}
     assert accum["pearson_min"] == accum["photos"]["coffee"]["pearson"] != record["pearson_min"]  # its own run
+    # Each mode under its own gates: params.yaml holds FP32 accumulation to a tighter Pearson than FP16.
+    assert record["gates"]["min_pearson"]["limit"] == 0.998 and accum["gates"]["min_pearson"]["limit"] == 0.999
+    # FP32 sums bring this file closer to the official model, so that is the mode apps are told to choose.
+    assert accum["pearson_min"] > record["pearson_min"] and record["recommended_mode"] == "fp16_fp32_accum"
     # The catalog carries the other mode's figures, as the schema allows only an app's modes.
     entry = gpu_entry(record)
     assert entry["modes"] == {"fp16_fp32_accum": {"precision": "fp16_fp32_accum", "pearson_min": accum["pearson_min"],
                                                   "mean_rel_max": accum["mean_rel_max"],
                                                   "seconds": round(accum["seconds"], 1)}}
+    assert entry["recommended_mode"]["mode"] == "fp16_fp32_accum"
+    assert "FP16_WITH_FP32_ACCUM" in entry["recommended_mode"]["kotlin"]
+    assert "kFp16WithFp32Accum" in entry["recommended_mode"]["cpp"]
     catalog = minimal_catalog()
     catalog["models"][0]["gpu"] = entry
     validate_catalog(catalog)
@@ -202,6 +211,29 @@ def test_the_check_runs_each_mode_an_app_may_choose_with_its_own_figures(small_t
     with pytest.raises(jsonschema.ValidationError) as refused:
         validate_catalog(catalog)
     assert "'fp32' is not one of ['fp16', 'fp16_fp32_accum']" in [e.message for e in refused.value.context]
+
+
+def test_a_mode_that_fails_its_own_gate_fails_the_check_and_is_not_recommended(small_tflite, references):
+    """validation.gpu_mode_gates: a gate FP16 arithmetic never reaches (Pearson 1) set for FP32 accumulation
+    alone fails that mode, named by its own key, while the default mode passes under its gates."""
+    gates = {"fp16_fp32_accum": (1.0, 0.5, ("validation.gpu_mode_gates.fp16_fp32_accum.min_pearson",
+                                            "validation.gpu_mode_gates.fp16_fp32_accum.max_mean_rel"))}
+    record, _ = run_on_gpu(small_tflite[1], {"coffee": references["coffee"]}, DEFAULTS.gpu_min_pearson,
+                           DEFAULTS.gpu_max_mean_rel, ("fp16", "fp16_fp32_accum"), gates)
+    assert record["gates"]["min_pearson"]["passed"] and not record["modes"]["fp16_fp32_accum"]["passed"]
+    assert not record["passed"] and len(record["failures"]) == 1, record["failures"]
+    assert re.fullmatch(r"fp16_fp32_accum: pearson 0\.\d+ on photo 'coffee' < gate "
+                        r"validation\.gpu_mode_gates\.fp16_fp32_accum\.min_pearson 1\.0", record["failures"][0]), \
+        record["failures"]
+    assert record["recommended_mode"] == "fp16"
+
+
+def test_the_recommended_mode_is_the_most_faithful_that_passed():
+    figures = {"fp16": {"passed": True, "pearson_min": 0.9994}, "fp16_fp32_accum": {"passed": True, "pearson_min": 0.9996}}
+    assert recommend(figures) == "fp16_fp32_accum"
+    assert recommend({**figures, "fp16_fp32_accum": {"passed": False, "pearson_min": 0.9996}}) == "fp16"
+    assert recommend({**figures, "fp16_fp32_accum": {"passed": True, "pearson_min": 0.9994}}) == "fp16"  # a tie
+    assert recommend({"fp16": figures["fp16"]}) == "fp16"
 
 
 ON_SWIFTSHADER = """

@@ -74,6 +74,16 @@ def test_gpu_photos_are_a_chosen_subset_of_the_photos():
     assert params.validation.gpu_photos == ("rocket",)
 
 
+def test_a_gpu_mode_has_its_own_gates_where_set_and_the_gpu_gates_elsewhere():
+    params = parse_params(edited(validation__gpu_modes=["fp16", "fp16_fp32_accum"], validation__gpu_mode_gates={
+        "fp16_fp32_accum": {"min_pearson": 0.9991, "max_mean_rel": 0.021}}))
+    assert params.validation.gpu_gates("fp16_fp32_accum") == (
+        0.9991, 0.021, ("validation.gpu_mode_gates.fp16_fp32_accum.min_pearson",
+                        "validation.gpu_mode_gates.fp16_fp32_accum.max_mean_rel"))
+    assert params.validation.gpu_gates("fp16") == (0.998, 0.03, ("validation.gpu_min_pearson",
+                                                                 "validation.gpu_max_mean_rel"))
+
+
 @pytest.mark.parametrize(
     "doc, message",
     [
@@ -128,6 +138,18 @@ def test_gpu_photos_are_a_chosen_subset_of_the_photos():
          "holds 'fp16' (the runtime's default"),
         (edited(validation__gpu_modes=["fp16", "fp32"]), "validation.gpu_modes[1]: 'fp32' is not one of ['fp16', "
                                                          "'fp16_fp32_accum']"),
+        (edited(validation__gpu_mode_gates={"fp16_fp32_accum": {"min_pearson": 0.999, "max_mean_rel": 0.02}}),
+         "validation.gpu_mode_gates: ['fp16_fp32_accum'] not in validation.gpu_modes ['fp16']: gates of a mode the "
+         "GPU check does not run would never apply"),
+        (edited(validation__gpu_modes=["fp16"], validation__gpu_mode_gates={"fp16": {"min_pearson": 0.999,
+                                                                                     "max_mean_rel": 0.02}}),
+         "validation.gpu_mode_gates: 'fp16' is gated by validation.gpu_min_pearson and validation.gpu_max_mean_rel"),
+        (edited(validation__gpu_modes=["fp16", "fp16_fp32_accum"],
+                validation__gpu_mode_gates={"fp16_fp32_accum": {"min_pearson": 0.999}}),
+         "validation.gpu_mode_gates.fp16_fp32_accum: missing key(s) ['max_mean_rel']"),
+        (edited(validation__gpu_modes=["fp16", "fp16_fp32_accum"],
+                validation__gpu_mode_gates={"fp16_fp32_accum": {"min_pearson": 1.5, "max_mean_rel": 0.02}}),
+         "validation.gpu_mode_gates.fp16_fp32_accum.min_pearson: 1.5 must be a number in (0, 1]"),
         (edited(checkpoint__source="hub", checkpoint__revision=""),
          "checkpoint.revision: '' must be a branch, tag or commit hash"),
         (edited(long_side=896.0), "long_side: 896.0 must be an integer number of pixels, a multiple of 14 (the ViT "

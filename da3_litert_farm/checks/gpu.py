@@ -32,7 +32,7 @@ import numpy as np
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import Aspect
 from da3_litert_farm.checks.agreement import compare, gate_fidelity
-from da3_litert_farm.core.gpu_modes import DEFAULT_MODE
+from da3_litert_farm.core.gpu_modes import DEFAULT_MODE, recommend
 from da3_litert_farm.gpu.gpu_runtime import Adapter, GpuError, GpuModel
 from da3_litert_farm.config.params import ValidationParams
 from da3_litert_farm.model.photo_input import load_photo_array
@@ -56,24 +56,32 @@ def references(aspect: Aspect, photos: tuple[str, ...]) -> dict[str, tuple[np.nd
 
 
 def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
-               max_mean_rel: float, modes: tuple[str, ...] = (DEFAULT_MODE,)) -> tuple[dict, dict[str, np.ndarray]]:
+               max_mean_rel: float, modes: tuple[str, ...] = (DEFAULT_MODE,),
+               mode_gates: dict[str, tuple[float, float, tuple[str, str]]] | None = None
+               ) -> tuple[dict, dict[str, np.ndarray]]:
     """Load `model_file` on the GPU accelerator in each mode, run every photo, gate: (the gpu.json
     record, the depth map of each photo in the default mode). The record's top level is the default
-    mode, what an app gets unless it asks; `modes` holds each other mode's own record and gates."""
-    record, depths = run_in_mode(model_file, refs, min_pearson, max_mean_rel, DEFAULT_MODE)
+    mode, what an app gets unless it asks; `modes` holds each other mode's own record and gates.
+    A mode of `mode_gates` is gated by its own (min Pearson, max mean relative error, their params keys);
+    every other by min_pearson and max_mean_rel. The record names the mode it recommends to apps."""
+    record, depths = run_in_mode(model_file, refs, min_pearson, max_mean_rel)
     others = {}
     for mode in (m for m in modes if m != DEFAULT_MODE):
-        other, _ = run_in_mode(model_file, refs, min_pearson, max_mean_rel, mode)
+        gates = (mode_gates or {}).get(mode, (min_pearson, max_mean_rel, GATE_KEYS))
+        other, _ = run_in_mode(model_file, refs, *gates, mode=mode)
         others[mode] = {k: v for k, v in other.items() if k not in ("checked", "adapter")}
         record["failures"] += [f"{mode}: {failure}" for failure in other["failures"]]
     if others:
         record.update(modes=others, passed=not record["failures"])
+    record["recommended_mode"] = recommend({DEFAULT_MODE: record, **others})
     return record, depths
 
 
 def run_in_mode(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
-                max_mean_rel: float, mode: str) -> tuple[dict, dict[str, np.ndarray]]:
-    """run_on_gpu in one mode (core.gpu_modes)."""
+                max_mean_rel: float, keys: tuple[str, str] = GATE_KEYS,
+                mode: str = DEFAULT_MODE) -> tuple[dict, dict[str, np.ndarray]]:
+    """run_on_gpu in one mode (core.gpu_modes), gated by min_pearson and max_mean_rel, which the params keys
+    `keys` set."""
     started = time.time()
     model = GpuModel(model_file, mode)
     adapter = model.adapter or Adapter("not reported by the runtime", "unknown", "unknown")
@@ -111,7 +119,7 @@ def run_in_mode(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_
             record["photos"][photo] = {**compare(depth, reference), "finite": finite, "seconds": time.time() - t}
             if not finite:
                 failures.append(f"non-finite output (NaN or Inf) on photo {photo!r}")
-    gates, gate_failures = gate_fidelity(record["photos"], min_pearson, max_mean_rel, GATE_KEYS) \
+    gates, gate_failures = gate_fidelity(record["photos"], min_pearson, max_mean_rel, keys) \
         if record["photos"] else ({}, [])
     failures += gate_failures
     record.update(
@@ -137,5 +145,5 @@ def gpu_check(aspect: Aspect, validation: ValidationParams) -> tuple[dict, dict[
                 "failures": []}, {}
     refs = references(aspect, validation.gpu_photos)
     record, depths = run_on_gpu(shipped, refs, validation.gpu_min_pearson, validation.gpu_max_mean_rel,
-                                validation.gpu_modes)
+                                validation.gpu_modes, {m: validation.gpu_gates(m) for m in validation.gpu_modes})
     return {**head, **record}, depths

@@ -150,6 +150,12 @@ def _model(m, where: str) -> str:
             for key in ("pearson_min", "mean_rel_max"):
                 _number(_field(_mapping(figures, f"{where}.gpu.modes.{mode}"), key, f"{where}.gpu.modes.{mode}"),
                         f"{where}.gpu.modes.{mode}.{key}")
+        if "recommended_mode" in gpu:  # catalogs made before the farm recommended a mode lack it
+            recommended = _mapping(gpu["recommended_mode"], f"{where}.gpu.recommended_mode")
+            _text(_field(recommended, "mode", f"{where}.gpu.recommended_mode"), f"{where}.gpu.recommended_mode.mode",
+                  GPU_MODE, "a GPU mode like fp16_fp32_accum")
+            for key in ("kotlin", "cpp", "rule"):
+                _text(_field(recommended, key, f"{where}.gpu.recommended_mode"), f"{where}.gpu.recommended_mode.{key}")
     return aspect
 
 
@@ -188,7 +194,8 @@ def _gpu(m: dict) -> dict:
     return {"checked": True, "one_minus_pearson": 1 - gpu["pearson_min"], "mean_rel_max": gpu["mean_rel_max"],
             "photos": sorted(gpu["photos"]), "adapter": gpu["adapter"], "precision": gpu["precision"],
             **({"modes": {mode: {"one_minus_pearson": 1 - m["pearson_min"], "mean_rel_max": m["mean_rel_max"]}
-                          for mode, m in gpu["modes"].items()}} if gpu.get("modes") else {})}
+                          for mode, m in gpu["modes"].items()}} if gpu.get("modes") else {}),
+            "recommended_mode": (gpu.get("recommended_mode") or {}).get("mode")}
 
 
 def summary(catalog: dict) -> dict:
@@ -233,7 +240,8 @@ def format_summary(s: dict) -> str:
                      f"{cpu['one_minus_pearson']:>8.1e} {cpu['mean_rel_max']:>8.1e}  {gpu_text}")
         for mode, m in (gpu.get("modes") or {}).items():  # other GPU modes an app may choose
             lines.append(f"{'':<10} {'':>9} {'':>7} {'':>6}  {'':<12}  {'':>8} {'':>8}  "
-                         f"{m['one_minus_pearson']:>8.1e} {m['mean_rel_max']:>8.1e}  in GPU mode {mode}")
+                         f"{m['one_minus_pearson']:>8.1e} {m['mean_rel_max']:>8.1e}  in GPU mode {mode}"
+                         + (" (recommended)" if mode == gpu["recommended_mode"] else ""))
     if s["bundle"]:
         b = s["bundle"]
         lines.append(f"{'bundle':<10} {'':>9} {b['megabytes']:>7.2f} {'':>6}  {b['sha256'][:12]}  signatures "

@@ -68,6 +68,15 @@ class ValidationParams:
     photos: tuple[str, ...]
     gpu_photos: tuple[str, ...]  # a subset of photos: the GPU stage compares against validate's maps
     gpu_modes: tuple[str, ...] = (DEFAULT_MODE,)  # core.gpu_modes: the GPU check runs the file in each, each gated
+    gpu_mode_gates: tuple[tuple[str, float, float], ...] = ()  # (mode, min_pearson, max_mean_rel) where not the above
+
+    def gpu_gates(self, mode: str) -> tuple[float, float, tuple[str, str]]:
+        """(min Pearson, max mean relative error, the params keys that set them) of a GPU mode."""
+        for name, min_pearson, max_mean_rel in self.gpu_mode_gates:
+            if name == mode:
+                key = f"validation.gpu_mode_gates.{mode}"
+                return min_pearson, max_mean_rel, (f"{key}.min_pearson", f"{key}.max_mean_rel")
+        return self.gpu_min_pearson, self.gpu_max_mean_rel, ("validation.gpu_min_pearson", "validation.gpu_max_mean_rel")
 
 
 @dataclass(frozen=True)
@@ -171,6 +180,13 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
     if missing := [p for p in gpu_photos if p not in photos]:
         raise ParamsError(f"validation.gpu_photos: {missing} not in validation.photos {list(photos)}: the GPU stage "
                           f"compares with the official depth maps validate@ASPECT saves for validation.photos")
+    gpu_modes, mode_gates = tuple(v.get("gpu_modes", (DEFAULT_MODE,))), v.get("gpu_mode_gates", {})
+    if unchecked := [m for m in mode_gates if m not in gpu_modes]:
+        raise ParamsError(f"validation.gpu_mode_gates: {unchecked} not in validation.gpu_modes {list(gpu_modes)}: "
+                          f"gates of a mode the GPU check does not run would never apply")
+    if DEFAULT_MODE in mode_gates:
+        raise ParamsError(f"validation.gpu_mode_gates: {DEFAULT_MODE!r} is gated by validation.gpu_min_pearson and "
+                          f"validation.gpu_max_mean_rel; name only the other modes of validation.gpu_modes")
     return Params(
         checkpoint=_checkpoint(raw["checkpoint"], base_dir, checkpoint_files),
         long_side=raw["long_side"],
@@ -184,7 +200,9 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
             gpu_max_mean_rel=float(v["gpu_max_mean_rel"]),
             photos=photos,
             gpu_photos=gpu_photos,
-            gpu_modes=tuple(v.get("gpu_modes", (DEFAULT_MODE,))),
+            gpu_modes=gpu_modes,
+            gpu_mode_gates=tuple((mode, float(g["min_pearson"]), float(g["max_mean_rel"]))
+                                 for mode, g in mode_gates.items()),
         ),
         catalog=CatalogParams(c["name"], c["version"]),
     )

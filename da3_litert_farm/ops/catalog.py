@@ -18,6 +18,7 @@ from pathlib import Path
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.config.params import Params, validator_for
+from da3_litert_farm.core.gpu_modes import APP_SETTING, RECOMMENDATION_RULE
 from da3_litert_farm.core.licensing import license_entry
 from da3_litert_farm.core.photos import PREPROCESSING
 from da3_litert_farm.core.releases import stress_warning
@@ -118,6 +119,8 @@ def gpu_entry(gpu: dict) -> dict:
         **({"modes": {mode: {"precision": m["precision"], "pearson_min": m["pearson_min"],
                              "mean_rel_max": m["mean_rel_max"], "seconds": round(m["seconds"], 1)}
                       for mode, m in gpu["modes"].items()}} if gpu.get("modes") else {}),
+        "recommended_mode": {"mode": gpu["recommended_mode"], **APP_SETTING[gpu["recommended_mode"]],
+                             "rule": RECOMMENDATION_RULE},
     }
 
 

@@ -68,6 +68,9 @@ def summary(records: list[dict]) -> dict:
         if gpu["checked"]:
             row["gpu_1_minus_pearson_ppm"] = (1 - gpu["pearson_min"]) * 1e6
             row["gpu_mean_rel_error_pct"] = gpu["mean_rel_max"] * 100
+            for mode, figures in gpu.get("modes", {}).items():
+                row[f"gpu_{mode}_1_minus_pearson_ppm"] = (1 - figures["pearson_min"]) * 1e6
+                row[f"gpu_{mode}_mean_rel_error_pct"] = figures["mean_rel_max"] * 100
         if box:
             row["letterbox_pearson"] = box["pearson_min"]
             row["letterbox_mean_rel_error_pct"] = box["mean_rel_error_max"] * 100
@@ -145,9 +148,16 @@ def cells(values: list[tuple[object, bool]]) -> str:
     return "".join(f'<td class="n">{esc(v)}</td>' if numeric else f"<td>{esc(v)}</td>" for v, numeric in values)
 
 
+def other_modes(gpu: dict) -> str:
+    """The figures of each GPU mode beside the default (validation.gpu_modes), the recommended one marked."""
+    return "; ".join(f"{mode}: {sci(1 - m['pearson_min'])}, {sci(m['mean_rel_max'])}"
+                     + (" (recommended)" if mode == gpu["recommended_mode"] else "")
+                     for mode, m in gpu.get("modes", {}).items()) or "-"
+
+
 def models_table(records: list[dict]) -> str:
     head = ("aspect", "H x W", "MB", "sha256", "GMACs", "CPU 1 - r", "CPU mean rel", "GPU 1 - r", "GPU mean rel",
-            "GPU adapter, precision", f"seconds: {' / '.join(PER_ASPECT_STAGES)}")
+            "GPU adapter, precision", "other GPU modes: 1 - r, mean rel", f"seconds: {' / '.join(PER_ASPECT_STAGES)}")
     rows = []
     for r in records:
         m, gpu = r["model"], r["gpu"]
@@ -158,8 +168,10 @@ def models_table(records: list[dict]) -> str:
             (m["sha256"][:12], False), (f"{r['macs'] / 1e9:.2f}", True),
             (sci(1 - m["fidelity"]["pearson_min"]), True), (sci(m["fidelity"]["mean_rel_error_max"]), True),
             (sci(1 - gpu["pearson_min"]) if checked else "-", True), (sci(gpu["mean_rel_max"]) if checked else "-", True),
-            (f"{gpu['adapter']['name'].split(' (')[0]}, {gpu['precision']}" if checked else f"skipped: {gpu['reason']}",
-             False), (seconds, True)]) + "</tr>")
+            (f"{gpu['adapter']['name'].split(' (')[0]}, {gpu['precision']}"
+             + (" (recommended)" if gpu.get("modes") and gpu["recommended_mode"] == gpu["precision"] else "")
+             if checked else f"skipped: {gpu['reason']}", False),
+            (other_modes(gpu), False), (seconds, True)]) + "</tr>")
     header = "".join(f"<th>{esc(h)}</th>" for h in head)
     return f'<table id="models"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 

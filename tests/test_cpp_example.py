@@ -1,8 +1,10 @@
 """examples/cpp: the C++ program, built with g++ against the wheel's libLiteRt.so through LiteRT's C API, runs
-one signature of a bundle on the CPU and gives what Python's LiteRT gives, and what the torch module computes."""
+one signature of a bundle on the CPU and gives what Python's LiteRT gives, and what the torch module computes;
+on the GPU accelerator it sums in the precision it asks for."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import torch
 from da3_litert_farm.convert import tflite_bundle
 from da3_litert_farm.convert.export import convert_to_tflite
 from da3_litert_farm.convert.quantize import quantize_fp16
+from da3_litert_farm.gpu.gpu_runtime import GpuModel, accumulation_probe_bytes, prepare_environment
 from da3_litert_farm.model.photo_input import load_photo, preprocess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,8 +55,8 @@ def built(tmp_path_factory):
     return binary, bundle, module
 
 
-def run_cpp(binary: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=120)
+def run_cpp(binary: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=120, env=env)
 
 
 def python_litert(bundle: Path, signature: str, x: np.ndarray) -> np.ndarray:
@@ -100,3 +103,39 @@ def test_cpp_names_the_signatures_and_the_size_it_expects(built, tmp_path):
     assert short.returncode == 2
     assert "holds 40 bytes; signature 'port' takes float32 [1, 3, 28, 14], 4704 bytes" in short.stderr
     assert not (tmp_path / "out.f32").exists()
+
+
+def test_cpp_on_the_gpu_sums_in_the_precision_it_asks_for(built, tmp_path):
+    """The C++ program on the GPU accelerator (here Mesa's lavapipe), in its default precision and with FP32
+    accumulation, the mode a sidecar recommends, set through the C API's opaque GPU options: the accumulation
+    probe's 16,384-term sums, computed here in float64, show which arithmetic ran."""
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    binary, bundle, _ = built
+    probe = tmp_path / "probe.tflite"
+    probe.write_bytes(accumulation_probe_bytes())
+    flat = flatbuffer_utils.read_model(str(probe))
+    (w,) = [t for t in flat.subgraphs[0].tensors if t.name == b"w"]
+    weights = np.frombuffer(bytes(flat.buffers[w.buffer].data), np.float32).reshape(w.shape)
+    exact = weights.astype(np.float64).sum(axis=1)  # the input is all ones
+    np.ones((1, weights.shape[1]), np.float32).tofile(tmp_path / "ones.f32")
+    prepare_environment()  # XDG_RUNTIME_DIR, which Dawn's Vulkan backend needs, for the child too
+    env = {**os.environ, "LD_LIBRARY_PATH": str(LIBDIR)}  # libLiteRt.so dlopens its GPU accelerator by name
+    sums = {}
+    for where in ("gpu", "gpu-fp32-accum"):
+        run = run_cpp(binary, probe, "serving_default", tmp_path / "ones.f32", tmp_path / f"{where}.f32", where,
+                      env=env)
+        assert run.returncode == 0 and "no GPU accelerator" not in run.stderr, run.stderr[-2000:]
+        sums[where] = np.fromfile(tmp_path / f"{where}.f32", np.float32)
+    assert "on the gpu (fp16, fp32 accumulation)" in run.stdout
+    np.testing.assert_array_equal(sums["gpu-fp32-accum"], exact.astype(np.float16).astype(np.float32))
+    assert np.all(sums["gpu"] != exact.astype(np.float16).astype(np.float32))  # the default sums in FP16
+
+    # A farm file's signature on the GPU, as the farm's Python check runs it (GpuModel): the same numbers.
+    x = preprocess(load_photo("coffee"), *SHAPES["land"])
+    x.tofile(tmp_path / "in.f32")
+    for where, mode in (("gpu", "fp16"), ("gpu-fp32-accum", "fp16_fp32_accum")):
+        run = run_cpp(binary, bundle, "land", tmp_path / "in.f32", tmp_path / "out.f32", where, env=env)
+        assert run.returncode == 0, run.stderr[-2000:]
+        ours = np.fromfile(tmp_path / "out.f32", np.float32).reshape(1, 1, *SHAPES["land"])
+        np.testing.assert_array_equal(ours, GpuModel(bundle, mode, signature="land")(x))

@@ -1,14 +1,17 @@
 // Runs one signature of a farm .tflite (a single file or the bundle) with LiteRT's C API.
 //
-//   da3_depth MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 [cpu|gpu]
+//   da3_depth MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 [cpu|gpu|gpu-fp32-accum]
 //
 // INPUT.f32 is the preprocessed input, raw float32 [1, 3, H, W] (NCHW, ImageNet-normalized: see
 // docs/app-integration.md); OUTPUT.f32 gets the raw float32 [1, 1, H, W] depth. SIGNATURE is a signature key
-// ("9x16", ...; a single file's own key is "serving_default"). `gpu` asks for the GPU accelerator and falls
-// back to the CPU when it cannot be created. Prints the shapes and the accelerator that ran.
+// ("9x16", ...; a single file's own key is "serving_default"). `gpu` asks for the GPU accelerator in its
+// default precision (FP16), `gpu-fp32-accum` for FP16 storage with FP32 accumulation (the mode a sidecar's
+// gpu.recommended_mode names when it is closer to the official model); both fall back to the CPU when the
+// GPU accelerator cannot be created. Prints the shapes and the accelerator that ran.
 //
 // Build: examples/cpp/build.sh (g++ against the libLiteRt.so of the ai-edge-litert wheel).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -61,10 +64,31 @@ struct Handles {
   }
 };
 
-// Compiles `model` for `accelerators`; false (and nothing held) when that accelerator is unavailable.
-bool Compile(Handles* h, LiteRtHwAcceleratorSet accelerators) {
+// Asks the GPU accelerator for a precision (kLiteRtDelegatePrecision*). The C API has no setter for it: GPU
+// options reach the accelerator as opaque options named "gpu_options" holding TOML, as LiteRT's C++
+// GpuOptions::SetPrecision writes them. The options free the malloc'd text when they are destroyed.
+bool SetGpuPrecision(LiteRtOptions options, int precision) {
+  char* toml = static_cast<char*>(std::malloc(32));
+  if (!toml) return false;
+  std::snprintf(toml, 32, "precision = %d\n", precision);
+  LiteRtOpaqueOptions gpu = nullptr;
+  if (!Ok(LiteRtCreateOpaqueOptions("gpu_options", toml, std::free, &gpu), "LiteRtCreateOpaqueOptions")) {
+    std::free(toml);
+    return false;
+  }
+  if (!Ok(LiteRtAddOpaqueOptions(options, gpu), "LiteRtAddOpaqueOptions")) {
+    LiteRtDestroyOpaqueOptions(gpu);
+    return false;
+  }
+  return true;
+}
+
+// Compiles `model` for `accelerators` (with a GPU precision when `precision` is not 0); false (and nothing
+// held) when that accelerator is unavailable.
+bool Compile(Handles* h, LiteRtHwAcceleratorSet accelerators, int precision = 0) {
   if (!Ok(LiteRtCreateOptions(&h->options), "LiteRtCreateOptions") ||
-      !Ok(LiteRtSetOptionsHardwareAccelerators(h->options, accelerators), "LiteRtSetOptionsHardwareAccelerators"))
+      !Ok(LiteRtSetOptionsHardwareAccelerators(h->options, accelerators), "LiteRtSetOptionsHardwareAccelerators") ||
+      (precision != 0 && !SetGpuPrecision(h->options, precision)))
     return false;
   bool ok = Ok(LiteRtCreateCompiledModel(h->env, h->model, h->options, &h->compiled), "LiteRtCreateCompiledModel");
   LiteRtDestroyOptions(h->options);  // the caller keeps ownership of the options; the compiled model needs them no more
@@ -73,7 +97,9 @@ bool Compile(Handles* h, LiteRtHwAcceleratorSet accelerators) {
   return ok;
 }
 
-int Run(const char* model_path, const char* key, const char* input_path, const char* output_path, bool want_gpu) {
+// want_gpu: the GPU accelerator, in `gpu_precision` (kLiteRtDelegatePrecision*; 0: the accelerator's default).
+int Run(const char* model_path, const char* key, const char* input_path, const char* output_path, bool want_gpu,
+        int gpu_precision) {
   Handles h;
   if (!Ok(LiteRtCreateEnvironment(0, nullptr, &h.env), "LiteRtCreateEnvironment") ||
       !Ok(LiteRtCreateModelFromFile(h.env, model_path, &h.model), "LiteRtCreateModelFromFile"))
@@ -132,8 +158,8 @@ int Run(const char* model_path, const char* key, const char* input_path, const c
 
   // GPU where asked and available, else the CPU (XNNPACK): a phone without the GPU accelerator still runs.
   const char* ran_on = "cpu";
-  if (want_gpu && Compile(&h, kLiteRtHwAcceleratorGpu)) {
-    ran_on = "gpu";
+  if (want_gpu && Compile(&h, kLiteRtHwAcceleratorGpu, gpu_precision)) {
+    ran_on = gpu_precision == kLiteRtDelegatePrecisionFp16WithFp32Accum ? "gpu (fp16, fp32 accumulation)" : "gpu";
   } else {
     if (want_gpu) std::fprintf(stderr, "da3_depth: no GPU accelerator; running on the CPU\n");
     if (!Compile(&h, kLiteRtHwAcceleratorCpu)) return 1;
@@ -170,10 +196,12 @@ int Run(const char* model_path, const char* key, const char* input_path, const c
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool gpu = argc == 6 && std::strcmp(argv[5], "gpu") == 0;
-  if ((argc != 5 && argc != 6) || (argc == 6 && !gpu && std::strcmp(argv[5], "cpu") != 0)) {
-    std::fprintf(stderr, "usage: %s MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 [cpu|gpu]\n", argv[0]);
+  const char* where = argc == 6 ? argv[5] : "cpu";
+  const bool accum = std::strcmp(where, "gpu-fp32-accum") == 0;
+  const bool gpu = accum || std::strcmp(where, "gpu") == 0;
+  if ((argc != 5 && argc != 6) || (!gpu && std::strcmp(where, "cpu") != 0)) {
+    std::fprintf(stderr, "usage: %s MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 [cpu|gpu|gpu-fp32-accum]\n", argv[0]);
     return 2;
   }
-  return Run(argv[1], argv[2], argv[3], argv[4], gpu);
+  return Run(argv[1], argv[2], argv[3], argv[4], gpu, accum ? kLiteRtDelegatePrecisionFp16WithFp32Accum : 0);
 }

@@ -1,6 +1,7 @@
 // The handful of LiteRT C API declarations that da3_depth.cc calls, written for this example from the
 // documented signatures of LiteRT 2.2.0's public headers (litert/c/litert_common.h, litert_layout.h,
-// litert_model_types.h, litert_environment.h, litert_model.h, litert_options.h, litert_compiled_model.h,
+// litert_model_types.h, litert_environment.h, litert_model.h, litert_options.h, litert_opaque_options.h,
+// litert_compiled_model.h,
 // litert_tensor_buffer.h, litert_tensor_buffer_requirements.h). Linked and run against libLiteRt.so of
 // the ai-edge-litert 2.3.0 wheel, whose symbols carry the version VERS_1.0. With LiteRT's own headers
 // at hand, include those instead: they are the authority, this file is a minimal stand-in.
@@ -18,6 +19,7 @@ typedef struct LiteRtModelT* LiteRtModel;
 typedef struct LiteRtSignatureT* LiteRtSignature;
 typedef struct LiteRtTensorT* LiteRtTensor;
 typedef struct LiteRtOptionsT* LiteRtOptions;
+typedef struct LiteRtOpaqueOptionsT* LiteRtOpaqueOptions;
 typedef struct LiteRtCompiledModelT* LiteRtCompiledModel;
 typedef struct LiteRtTensorBufferT* LiteRtTensorBuffer;
 typedef struct LiteRtTensorBufferRequirementsT* LiteRtTensorBufferRequirements;
@@ -29,6 +31,12 @@ typedef int LiteRtHwAcceleratorSet;  // a bit set of LiteRtHwAccelerators
 
 enum : int { kLiteRtStatusOk = 0 };
 enum : int { kLiteRtHwAcceleratorCpu = 1 << 0, kLiteRtHwAcceleratorGpu = 1 << 1 };
+// LiteRtDelegatePrecision (LiteRT 2.2+): what the GPU accelerator's "precision" option takes.
+enum : int {
+  kLiteRtDelegatePrecisionFp16 = 1,
+  kLiteRtDelegatePrecisionFp32 = 2,
+  kLiteRtDelegatePrecisionFp16WithFp32Accum = 3,
+};
 enum : int { kLiteRtTensorBufferLockModeRead = 0, kLiteRtTensorBufferLockModeWrite = 1 };
 enum : int { kLiteRtElementTypeFloat32 = 1 };  // kTfLiteFloat32
 
@@ -65,6 +73,14 @@ LiteRtStatus LiteRtGetSignatureInputTensorByIndex(LiteRtSignature signature, Lit
 LiteRtStatus LiteRtGetSignatureOutputTensorByIndex(LiteRtSignature signature, LiteRtParamIndex output_idx,
                                                    LiteRtTensor* tensor);
 LiteRtStatus LiteRtGetRankedTensorType(LiteRtTensor tensor, LiteRtRankedTensorType* ranked_tensor_type);
+
+// Options an accelerator reads by name (the GPU's: "gpu_options", a TOML text such as "precision = 3\n").
+// On success the options own the payload and free it with `payload_destructor`; once added, the options
+// own the opaque options.
+LiteRtStatus LiteRtCreateOpaqueOptions(const char* payload_identifier, void* payload_data,
+                                       void (*payload_destructor)(void*), LiteRtOpaqueOptions* options);
+void LiteRtDestroyOpaqueOptions(LiteRtOpaqueOptions options);
+LiteRtStatus LiteRtAddOpaqueOptions(LiteRtOptions options, LiteRtOpaqueOptions opaque_options);
 
 LiteRtStatus LiteRtCreateOptions(LiteRtOptions* options);
 void LiteRtDestroyOptions(LiteRtOptions options);

@@ -10,7 +10,9 @@ import random
 
 import pytest
 
-from da3_litert_farm.client.cli import choose, main, orientation_note, public_repo, pull, PullError
+from da3_litert_farm.client.cli import (catalog_aspects, choose, main, orientation_note, public_repo, pull,
+                                        PullError)
+from da3_litert_farm.core.aspects import AspectError
 from da3_litert_farm.client.remote import explain, scheme
 from da3_litert_farm.client.trust import Release
 from da3_litert_farm.client.show import CatalogError, format_summary, summary
@@ -52,7 +54,7 @@ def catalog(source: str = "hub") -> dict:
 def test_orientation_is_said_where_the_rotated_frame_gets_another_model(camera, picked, rotated):
     entry, reason = choose(catalog(), None, camera)
     assert entry["aspect"] == picked
-    note = orientation_note(catalog(), camera)
+    note = orientation_note(catalog_aspects(catalog()), camera)
     w, h = camera
     assert note in reason
     assert f"{w}x{h} ({'landscape' if w > h else 'portrait'}) gets {picked}" in note
@@ -61,8 +63,98 @@ def test_orientation_is_said_where_the_rotated_frame_gets_another_model(camera, 
 
 def test_no_orientation_note_where_both_orientations_get_the_same_model():
     portrait_only = {**catalog(), "models": [model("9x16", 896, 504)]}
-    assert orientation_note(portrait_only, (1920, 1080)) is None
+    assert orientation_note(catalog_aspects(portrait_only), (1920, 1080)) is None
     assert "\n" not in choose(portrait_only, None, (1920, 1080))[1]
+
+
+def ladder() -> dict:
+    """A catalog of two resolution tiers: the default aspects at long side 896, three of them again at 518
+    (aspect entries with their own long_side), with the GMAC the GPU lint counts for such files."""
+    gmac = {"9x16": 117.5, "3x4": 157.3, "16x9": 117.5, "9x16-518": 38.9, "3x4-518": 52.0, "16x9-518": 38.9}
+    shapes = {"9x16": (896, 504), "3x4": (896, 672), "16x9": (504, 896), "9x16-518": (518, 294),
+              "3x4-518": (518, 392), "16x9-518": (294, 518)}
+    return {**catalog(), "models": [model(name, h, w, ratio=name.split("-")[0].replace("x", ":"),
+                                          gpu_lint={"gmac": gmac[name]}) for name, (h, w) in shapes.items()]}
+
+
+@pytest.mark.parametrize("camera, budget, picked", [
+    ((1080, 1920), 200, "9x16"),      # portrait video; every file fits: the larger of the two 9:16 files
+    ((1080, 1920), 50, "9x16-518"),   # a mid-range budget: only the 518 tier fits
+    ((3024, 4032), 200, "3x4"),       # portrait stills
+    ((3024, 4032), 50, "9x16-518"),   # 3x4-518 costs 52.0: over budget, so the closest ratio that fits
+    ((1920, 1080), 200, "16x9"),      # landscape video
+    ((1920, 1080), 50, "16x9-518"),
+])
+def test_an_app_chooses_by_camera_within_a_gmac_budget(camera, budget, picked):
+    entry, reason = choose(ladder(), None, camera, max_gmac=budget)
+    assert entry["aspect"] == picked, reason
+    fits = 6 if budget == 200 else 2
+    assert reason.startswith(f"budget {budget} GMAC: {fits} of 6 files fit"), reason
+    assert f"-> {picked} (HxW {entry['height']}x{entry['width']}" in reason
+    assert f", {entry['gpu_lint']['gmac']:g} GMAC per inference" in reason
+
+
+def test_without_a_tier_an_app_gets_the_largest_files():
+    """294x518 is a hair closer to 4:3 than 504x896 (W/H 1.7619 against 1.7778): the largest tier still wins."""
+    entry, reason = choose(ladder(), None, (4032, 3024))
+    assert entry["aspect"] == "16x9", reason
+    assert reason.startswith("long side 896, the catalog's largest (--long-side or --max-gmac for another): 3 of 6 "
+                             "files; camera 4032x3024"), reason
+    assert choose(catalog(), None, (1080, 1920))[1].startswith("camera 1080x1920")  # one tier: nothing to say
+
+
+def test_an_app_chooses_by_camera_within_a_long_side():
+    entry, reason = choose(ladder(), None, (3024, 4032), long_side=518)
+    assert entry["aspect"] == "3x4-518" and reason.startswith("long side 518: 3 of 6 files; camera 3024x4032")
+    # The orientation note speaks of the same tier's files.
+    assert "if your app feeds the frame landscape, pass 4032x3024: it gets 16x9-518" in reason
+
+
+@pytest.mark.parametrize("tier, message", [
+    ({"long_side": 640}, "no file of long side 640: the catalog's long sides are 518, 896"),
+    ({"max_gmac": 20}, "no file within 20 GMAC: the cheapest, 9x16-518 (HxW 518x294), costs 38.9 GMAC per inference"),
+])
+def test_a_tier_the_catalog_lacks_is_refused_naming_what_it_has(tier, message):
+    with pytest.raises(AspectError) as refused:
+        choose(ladder(), None, (1080, 1920), **tier)
+    assert str(refused.value) == message
+
+
+def test_a_budget_needs_a_catalog_that_counted_gmac_and_a_camera():
+    old = {**catalog(), "models": [{k: v for k, v in m.items() if k != "gpu_lint"} for m in catalog()["models"]]}
+    with pytest.raises(AspectError, match="records no GMAC per file .* choose a tier by long side instead"):
+        choose(old, None, (1080, 1920), max_gmac=100)
+    assert choose(old, None, (1080, 1920), long_side=896)[0]["aspect"] == "9x16"
+    with pytest.raises(PullError, match="--long-side and --max-gmac choose among the files a --camera fits"):
+        choose(ladder(), "9x16", None, long_side=896)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--long-side", "0"], "argument --long-side: '0' must be a finite number above 0"),
+    (["--max-gmac", "nan"], "argument --max-gmac: 'nan' must be a finite number above 0"),
+    (["--max-gmac", "cheap"], "argument --max-gmac: 'cheap' is not a number"),
+    (["--long-side", "518", "--max-gmac", "50"], "argument --max-gmac: not allowed with argument --long-side"),
+])
+def test_select_refuses_a_bad_tier_before_reading_the_repository(args, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["select", "--repo", "/nonexistent", "--version", "1.0.0", "--camera", "1080x1920", *args])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_select_on_the_command_line_takes_the_budget(monkeypatch, capsys):
+    unsigned = {"verified": False, "reason": "no key given"}
+    monkeypatch.setattr("da3_litert_farm.client.cli.trusted_catalog", lambda *args, **kw: (ladder(), unsigned, None))
+    assert main(["select", "--repo", "R", "--version", "1.0.0", "--camera", "1920x1080", "--max-gmac", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "budget 50 GMAC: 2 of 6 files fit (long sides 518); camera 1920x1080" in out
+    assert "\n16x9-518: artifacts/models/16x9-518/model_fp16.tflite sha256 " in out
+
+
+def test_pull_of_the_bundle_refuses_a_tier_before_reading_the_catalog(tmp_path, monkeypatch):
+    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: pytest.fail("read"))
+    with pytest.raises(PullError, match="--bundle holds every file"):
+        pull("/nonexistent", "1.0.0", tmp_path / "out", bundle=True, max_gmac=50)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_stress_catalog_is_refused_before_anything_is_written(tmp_path, monkeypatch):

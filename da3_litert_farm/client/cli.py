@@ -2,8 +2,10 @@
 
   farm versions --repo R
   farm show     --repo R --version V [--json] [--trust KEY.pub]
-  farm select   --repo R --version V (--aspect NAME | --camera WxH) [--trust KEY.pub]
-  farm pull     --repo R --version V (--aspect NAME | --camera WxH | --bundle) --out DIR
+  farm select   --repo R --version V (--aspect NAME | --camera WxH [--long-side N | --max-gmac G])
+                [--trust KEY.pub]
+  farm pull     --repo R --version V (--aspect NAME | --camera WxH [--long-side N | --max-gmac G] | --bundle)
+                --out DIR
                 (--trust KEY.pub | --allow-unsigned) [--allow-stress]
   farm verify   DIR --trust KEY.pub
   farm diff     --repo R A B
@@ -41,7 +43,10 @@ frame and must pass 3024x4032. The pick is the catalogued aspect whose width/hei
 closest to the frame's, in log space (so 9:16 and 16:9 are equally far from 1:1): the model
 that crops the least. Ties go to the model with more pixels, then to the aspect name. The
 choice and its ratio error are printed and, where the catalog holds the other orientation
-too, what the rotated frame would get.
+too, what the rotated frame would get. A catalog may hold files of several resolutions (an
+aspect entry of params.yaml with its own long_side): --long-side N first keeps the files of
+that long side, --max-gmac G those that cost at most G GMAC per inference (a latency budget),
+and the camera then picks among them (da3_litert_farm.core.aspects.within_tier).
 
 `pull --bundle` writes the version's bundle instead: one .tflite holding every aspect, a
 signature per aspect (signature key = aspect name), the weights stored once; its sidecar lists
@@ -73,7 +78,7 @@ from da3_litert_farm.client.show import CatalogError, check_catalog, format_summ
 from da3_litert_farm.client.trust import (TRUST_ENV, Release, Trust, TrustError, check_release, load_trust, read_release,
                                           release_from_folder, short, write_release_folder)
 from da3_litert_farm.core import fileio
-from da3_litert_farm.core.aspects import Aspect, Shape, closest_aspect
+from da3_litert_farm.core.aspects import Aspect, Shape, closest_aspect, within_tier
 from da3_litert_farm.core.licensing import catalog_license
 from da3_litert_farm.core.git import GitError
 from da3_litert_farm.core.releases import published_versions, stress_warning, tag_for
@@ -116,6 +121,19 @@ def read_catalog(repo: str, version: str) -> dict:
                         f"{exc if isinstance(exc, CatalogError) else 'not JSON: ' + type(exc).__name__}") from None
 
 
+def positive(kind):
+    """An argparse type: a number of `kind` above 0."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number above 0")
+        return value
+    return parse
+
+
 def parse_camera(text: str) -> tuple[int, int]:
     try:
         width, height = (int(v) for v in text.lower().split("x"))
@@ -126,28 +144,35 @@ def parse_camera(text: str) -> tuple[int, int]:
     return width, height
 
 
-def choose(catalog: dict, aspect: str | None, camera: tuple[int, int] | None) -> tuple[dict, str]:
-    """The catalog entry to ship, and why."""
+def choose(catalog: dict, aspect: str | None, camera: tuple[int, int] | None, long_side: int | None = None,
+           max_gmac: float | None = None) -> tuple[dict, str]:
+    """The catalog entry to ship, and why: the named aspect, or for a camera the closest ratio among the files
+    of a tier (core.aspects.within_tier: a long side, or a GMAC budget; every file by default)."""
     models = {m["aspect"]: m for m in check_catalog(catalog)["models"]}
     if aspect is not None:
+        if long_side is not None or max_gmac is not None:
+            raise PullError("--long-side and --max-gmac choose among the files a --camera fits; --aspect names one")
         if aspect not in models:
             raise PullError(f"aspect {aspect!r} is not in catalog {catalog['version']}; available: {sorted(models)}")
         return models[aspect], f"aspect {aspect} requested"
-    best, why = closest_aspect(_aspects(catalog), *camera)
-    note = orientation_note(catalog, camera)
-    return models[best.name], why + (f"\n{note}" if note else "")
+    gmac = {name: m["gpu_lint"]["gmac"] for name, m in models.items() if "gmac" in m.get("gpu_lint", {})}
+    aspects, tier = within_tier(catalog_aspects(catalog), long_side, max_gmac, gmac)
+    best, why = closest_aspect(aspects, *camera)
+    note = orientation_note(aspects, camera)
+    cost = f", {gmac[best.name]:g} GMAC per inference" if best.name in gmac else ""
+    return models[best.name], (f"{tier}; " if tier else "") + why + cost + (f"\n{note}" if note else "")
 
 
-def _aspects(catalog: dict) -> list[Aspect]:
+def catalog_aspects(catalog: dict) -> list[Aspect]:
     return [Aspect(m["aspect"], m["ratio"], Shape(m["height"], m["width"])) for m in catalog["models"]]
 
 
-def orientation_note(catalog: dict, camera: tuple[int, int]) -> str | None:
+def orientation_note(aspects: list[Aspect], camera: tuple[int, int]) -> str | None:
     """Where the rotated frame would get another model: say both, so a sensor size passed
     unrotated (4032x3024 for a portrait app) is caught in the build log."""
     width, height = camera
-    pick, _ = closest_aspect(_aspects(catalog), width, height)
-    rotated, _ = closest_aspect(_aspects(catalog), height, width)
+    pick, _ = closest_aspect(aspects, width, height)
+    rotated, _ = closest_aspect(aspects, height, width)
     if pick.name == rotated.name:
         return None
     this, other = ("landscape", "portrait") if width > height else ("portrait", "landscape")
@@ -250,9 +275,12 @@ def trusted_catalog(repo: str, version: str, trust: Trust | None, allow_unsigned
 
 def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
          remote: str | None = None, bundle: bool = False, allow_stress: bool = False, trust: Trust | None = None,
-         allow_unsigned: bool = False) -> tuple[Path, str]:
+         allow_unsigned: bool = False, long_side: int | None = None, max_gmac: float | None = None
+         ) -> tuple[Path, str]:
     """Verify the release's signature, download, check the file's sha256, then place the model (or the bundle)
     and its sidecar in `out` (and, when verified, the release folder). Returns (model path, reason)."""
+    if bundle and (long_side is not None or max_gmac is not None):
+        raise PullError("--long-side and --max-gmac choose one file for a --camera; --bundle holds every file")
     catalog, signature, release = trusted_catalog(repo, version, trust, allow_unsigned)
     if stress_warning(catalog) and not allow_stress:
         raise PullError(f"catalog {version} was built from stress weights: its models compute noise, not depth; "
@@ -265,7 +293,7 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
         name = bundle_file_name(catalog)
         document = bundle_sidecar(catalog, repo, name)
     else:
-        entry, reason = choose(catalog, aspect, camera)
+        entry, reason = choose(catalog, aspect, camera, long_side, max_gmac)
         name = model_file_name(catalog, entry)
         document = sidecar(catalog, entry, repo, reason, name)
     release_dir = release_folder_name(catalog) if signature["verified"] else None
@@ -578,6 +606,12 @@ def build_parser() -> argparse.ArgumentParser:
             which.add_argument("--camera", type=parse_camera, metavar="WxH",
                                help="the frame as it is fed to the model, after rotation, in pixels: 1080x1920 for "
                                     "a portrait app (a sensor reports 1920x1080); picks the closest ratio")
+            tier = p.add_mutually_exclusive_group()
+            tier.add_argument("--long-side", type=positive(int), metavar="N",
+                              help="with --camera: choose among the files of this long side (a resolution tier)")
+            tier.add_argument("--max-gmac", type=positive(float), metavar="G",
+                              help="with --camera: choose among the files that cost at most G billion "
+                                   "multiply-accumulates per inference (the closest ratio; ties to the larger)")
             return which
 
     def trusting(p, unsigned=True):
@@ -650,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "select":
             catalog, signature, _ = trusted_catalog(args.repo, args.version, load_trust(args.trust, args.trust_config),
                                                     args.allow_unsigned, required=False)
-            entry, reason = choose(catalog, args.aspect, args.camera)
+            entry, reason = choose(catalog, args.aspect, args.camera, args.long_side, args.max_gmac)
             print(f"{reason}\n{entry['aspect']}: {entry['file']} sha256 {entry['sha256']}")
             if "bundle" in catalog:
                 print(f"in the bundle: signature {entry['aspect']!r} of {catalog['bundle']['file']} "
@@ -660,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "pull":
             path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote,
                                 args.bundle, args.allow_stress, load_trust(args.trust, args.trust_config),
-                                args.allow_unsigned)
+                                args.allow_unsigned, args.long_side, args.max_gmac)
             document = json.loads(Path(f"{path}.json").read_text())
             print(f"{reason}\nwrote {path} (sha256 verified) and {path.name}.json")
             print(_signature_line(document["signature"]))

@@ -195,7 +195,7 @@ def _gpu(m: dict) -> dict:
             "photos": sorted(gpu["photos"]), "adapter": gpu["adapter"], "precision": gpu["precision"],
             **({"modes": {mode: {"one_minus_pearson": 1 - m["pearson_min"], "mean_rel_max": m["mean_rel_max"]}
                           for mode, m in gpu["modes"].items()}} if gpu.get("modes") else {}),
-            "recommended_mode": (gpu.get("recommended_mode") or {}).get("mode")}
+            **({"recommended_mode": gpu["recommended_mode"]["mode"]} if gpu.get("recommended_mode") else {})}
 
 
 def summary(catalog: dict) -> dict:
@@ -241,7 +241,7 @@ def format_summary(s: dict) -> str:
         for mode, m in (gpu.get("modes") or {}).items():  # other GPU modes an app may choose
             lines.append(f"{'':<10} {'':>9} {'':>7} {'':>6}  {'':<12}  {'':>8} {'':>8}  "
                          f"{m['one_minus_pearson']:>8.1e} {m['mean_rel_max']:>8.1e}  in GPU mode {mode}"
-                         + (" (recommended)" if mode == gpu["recommended_mode"] else ""))
+                         + (" (recommended)" if mode == gpu.get("recommended_mode") else ""))
     if s["bundle"]:
         b = s["bundle"]
         lines.append(f"{'bundle':<10} {'':>9} {b['megabytes']:>7.2f} {'':>6}  {b['sha256'][:12]}  signatures "

@@ -58,6 +58,11 @@ class Aspect:
     def width(self) -> int:
         return self.shape.width
 
+    @property
+    def long_side(self) -> int:
+        """The resolution tier: files of one long side cost about the same whatever their ratio."""
+        return max(self.shape.height, self.shape.width)
+
 
 def plan_aspect(name: str, entry: dict, default_long_side: int = DEFAULT_LONG_SIDE) -> Aspect:
     """Turn one `aspects.<name>` entry of params.yaml, already checked by the params schema, into an
@@ -132,3 +137,35 @@ def closest_aspect(aspects: list[Aspect], width: int, height: int) -> tuple[Aspe
         f"camera {width}x{height} (WxH, W/H {width / height:.4f}) -> {best.name} "
         f"(HxW {best.shape}, W/H {best.width / best.height:.4f}, {ratio_error:.2%} off)"
     )
+
+
+def within_tier(aspects: list[Aspect], long_side: int | None = None, max_gmac: float | None = None,
+                gmac: dict[str, float] | None = None) -> tuple[list[Aspect], str | None]:
+    """The files an app may choose from before the camera decides: those of one long side (`long_side`), or
+    those whose cost (`gmac`: GMAC per inference by aspect name) is within a budget (`max_gmac`). When neither
+    is given, those of the largest long side: the best files, and a 16:9 file at 518 never wins over the one at
+    896 by a ratio its rounding made a hair closer. Returns them and a sentence saying what the tier kept (None
+    when it kept every file), or raises AspectError naming what the catalog offers."""
+    if long_side is not None:
+        kept = [a for a in aspects if a.long_side == long_side]
+        if not kept:
+            raise AspectError(f"no file of long side {long_side}: the catalog's long sides are "
+                              f"{', '.join(map(str, sorted({a.long_side for a in aspects})))}")
+        return kept, f"long side {long_side}: {len(kept)} of {len(aspects)} files"
+    if max_gmac is not None:
+        if gmac is None or any(a.name not in gmac for a in aspects):
+            raise AspectError("this catalog records no GMAC per file (made before the farm counted them): choose "
+                              "a tier by long side instead")
+        kept = [a for a in aspects if gmac[a.name] <= max_gmac]
+        if not kept:
+            cheapest = min(aspects, key=lambda a: gmac[a.name])
+            raise AspectError(f"no file within {max_gmac:g} GMAC: the cheapest, {cheapest.name} "
+                              f"(HxW {cheapest.shape}), costs {gmac[cheapest.name]:g} GMAC per inference")
+        return kept, (f"budget {max_gmac:g} GMAC: {len(kept)} of {len(aspects)} files fit (long sides "
+                      f"{', '.join(map(str, sorted({a.long_side for a in kept})))})")
+    largest = max((a.long_side for a in aspects), default=None)
+    kept = [a for a in aspects if a.long_side == largest]
+    if len(kept) == len(aspects):
+        return aspects, None
+    return kept, (f"long side {largest}, the catalog's largest (--long-side or --max-gmac for another): "
+                  f"{len(kept)} of {len(aspects)} files")

@@ -58,11 +58,13 @@ ssh-server: $(STAMP)
 test: gpu-adapter browser ssh-server
 	$(BIN)/python -m pytest
 
-# The fault suite (tests/test_faults_*.py) at 20 random kill points per fault instead of make test's 2; writes
-# docs/figures/reliability.json, the table docs/reliability.md shows (rendered there by dev/figures).
+# The full versions of make test's slow scenarios: the fault suite (tests/test_faults_*.py) at 20 random kill
+# points per fault instead of 2, writing docs/figures/reliability.json, the table docs/reliability.md shows
+# (rendered there by dev/figures); and the shipped model at every default camera shape, not only the largest.
 test-long: gpu-adapter ssh-server
 	FARM_FAULT_TRIALS=20 FARM_FAULTS_RECORD=1 $(BIN)/python -m pytest tests/test_faults_*.py
 	$(BIN)/python -m da3_litert_farm.dev.figures docs/reliability.md
+	FARM_TEST_LONG=1 $(BIN)/python -m pytest tests/test_full_shapes.py
 
 # make publish ARGS=--unsigned  to publish without a publisher key (make keys); apps that pin a key refuse it;
 # make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped;

@@ -16,6 +16,7 @@ import torch
 from da3_litert_farm.convert import tflite_bundle
 from da3_litert_farm.convert.export import convert_to_tflite
 from da3_litert_farm.convert.quantize import quantize_fp16
+from da3_litert_farm.gpu import litert_capi
 from da3_litert_farm.gpu.gpu_runtime import GpuModel, accumulation_probe_bytes, prepare_environment
 from da3_litert_farm.model.photo_input import load_photo, preprocess
 
@@ -139,3 +140,20 @@ def test_cpp_on_the_gpu_sums_in_the_precision_it_asks_for(built, tmp_path):
         assert run.returncode == 0, run.stderr[-2000:]
         ours = np.fromfile(tmp_path / "out.f32", np.float32).reshape(1, 1, *SHAPES["land"])
         np.testing.assert_array_equal(ours, GpuModel(bundle, mode, signature="land")(x))
+
+
+@pytest.mark.parametrize("accelerator", ["cpu", "gpu"])
+def test_a_bundle_can_prepare_only_the_signature_an_app_runs(built, accelerator):
+    """The runtime option C++ RuntimeOptions::SetSelectedSignatures sets, reached through the C API: the other
+    signatures are not prepared (their buffer requirements are refused), and the chosen one computes what it
+    computes when every signature is prepared, bit for bit."""
+    _, bundle, _ = built
+    x = preprocess(load_photo("coffee"), *SHAPES["land"])
+    outputs = {}
+    for only in (False, True):
+        model = litert_capi.CompiledModel(bundle, "fp16", "land", only_signature=only, accelerator=accelerator)
+        assert model.prepared_signatures() == (["land"] if only else ["land", "port"])
+        model.submit(x)
+        outputs[only] = model.outputs[0].read()
+        model.close()
+    np.testing.assert_array_equal(outputs[True], outputs[False])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import os
 from pathlib import Path
 
@@ -128,6 +129,11 @@ def _api() -> ctypes.CDLL:
 _libc = None
 
 
+def load_library() -> None:
+    """Load libLiteRt.so now (it is otherwise loaded at the first model)."""
+    _api()
+
+
 def _check(status: int, call: str) -> None:
     if status != 0:  # kLiteRtStatusOk
         raise CapiError(f"{call} failed with LiteRtStatus {status}")
@@ -137,19 +143,26 @@ class CompiledModel:
     """One signature of a .tflite compiled for the GPU accelerator (CPU fallback allowed, as an app
     configures it) with an explicit GPU precision, from `PRECISION`. Float32 inputs and outputs."""
 
-    def __init__(self, path: Path | str, precision: str, signature: str | None = None):
+    def __init__(self, path: Path | str, precision: str, signature: str | None = None, only_signature: bool = False,
+                 accelerator: str = "gpu"):
+        """only_signature: prepare only `signature` (the runtime option C++ `RuntimeOptions::SetSelectedSignatures`
+        sets, which LiteRT's Kotlin and Python APIs lack), not every signature of a bundle. accelerator: "gpu"
+        (with the CPU for any op the GPU rejects, as an app configures it) or "cpu" (XNNPACK alone)."""
+        if accelerator not in ("gpu", "cpu"):
+            raise ValueError(f"accelerator {accelerator!r}: 'gpu' or 'cpu'")
         api = _api()
         if precision not in PRECISION:
             raise ValueError(f"precision {precision!r}: one of {list(PRECISION)}")
         self._env, self._model, self._options, self._compiled = _H(), _H(), _H(), _H()
         self._buffers: list[_Buffer] = []
         try:
-            self._open(api, Path(path), precision, signature)
+            self._open(api, Path(path), precision, signature, only_signature, accelerator)
         except BaseException:
             self.close()
             raise
 
-    def _open(self, api, path: Path, precision: str, signature: str | None) -> None:
+    def _open(self, api, path: Path, precision: str, signature: str | None, only_signature: bool,
+              accelerator: str) -> None:
         self._library_dir = str(_wheel_dir()).encode()  # read by the environment while it lives
         option = _EnvOption(tag=_ENV_RUNTIME_LIBRARY_DIR)
         option.value.type, option.value.value.str_value = _ANY_STRING, self._library_dir
@@ -162,19 +175,14 @@ class CompiledModel:
         self.signature = signature or self.signatures[0]
         self._index = self.signatures.index(self.signature)
         _check(api.LiteRtCreateOptions(ctypes.byref(self._options)), "LiteRtCreateOptions")
-        _check(api.LiteRtSetOptionsHardwareAccelerators(self._options, _HW_GPU | _HW_CPU),
-               "LiteRtSetOptionsHardwareAccelerators")
-        # The payload is the accelerator's to free: a malloc'd copy, with libc's free as its destructor.
-        payload, opaque = _libc.strdup(f"precision = {PRECISION[precision]}\n".encode()), _H()
-        status = api.LiteRtCreateOpaqueOptions(b"gpu_options", payload, ctypes.cast(_libc.free, ctypes.c_void_p),
-                                               ctypes.byref(opaque))
-        if status != 0:
-            _libc.free(ctypes.c_void_p(payload))
-        _check(status, "LiteRtCreateOpaqueOptions")
-        status = api.LiteRtAddOpaqueOptions(self._options, opaque)  # on success the options own it
-        if status != 0:
-            api.LiteRtDestroyOpaqueOptions(opaque)
-        _check(status, "LiteRtAddOpaqueOptions")
+        _check(api.LiteRtSetOptionsHardwareAccelerators(self._options, _HW_GPU | _HW_CPU if accelerator == "gpu"
+                                                        else _HW_CPU), "LiteRtSetOptionsHardwareAccelerators")
+        if accelerator == "gpu":
+            self._add_opaque(api, b"gpu_options", f"precision = {PRECISION[precision]}\n")
+        if only_signature:
+            # What LiteRT's C++ RuntimeOptions writes (litert/c/options/litert_runtime_options.cc): a signature
+            # key here, as a TOML string, passed JSON-quoted (the same escapes for the keys the farm names).
+            self._add_opaque(api, b"runtime_options_string", f"selected_signature_keys = [{json.dumps(self.signature)}]\n")
         _check(api.LiteRtCreateCompiledModel(self._env, self._model, self._options, ctypes.byref(self._compiled)),
                "LiteRtCreateCompiledModel")
         flag = ctypes.c_bool()
@@ -185,6 +193,31 @@ class CompiledModel:
         _check(api.LiteRtGetModelSignature(self._model, self._index, ctypes.byref(handle)), "LiteRtGetModelSignature")
         self.inputs = self._make_buffers(api, handle, "Input")
         self.outputs = self._make_buffers(api, handle, "Output")
+
+    def prepared_signatures(self) -> list[str]:
+        """The signatures this compiled model prepared: those whose first input it has buffer requirements for
+        (every one, unless only_signature)."""
+        api, prepared = _api(), []
+        for index, key in enumerate(self.signatures):
+            requirements = _H()
+            if api.LiteRtGetCompiledModelInputBufferRequirements(self._compiled, index, 0,
+                                                                 ctypes.byref(requirements)) == 0:
+                prepared.append(key)
+        return prepared
+
+    def _add_opaque(self, api, identifier: bytes, toml: str) -> None:
+        """Options an accelerator or the runtime reads by name, holding TOML text. The payload is the options' to
+        free: a malloc'd copy, with libc's free as its destructor."""
+        payload, opaque = _libc.strdup(toml.encode()), _H()
+        status = api.LiteRtCreateOpaqueOptions(identifier, payload, ctypes.cast(_libc.free, ctypes.c_void_p),
+                                               ctypes.byref(opaque))
+        if status != 0:
+            _libc.free(ctypes.c_void_p(payload))
+        _check(status, f"LiteRtCreateOpaqueOptions({identifier.decode()})")
+        status = api.LiteRtAddOpaqueOptions(self._options, opaque)  # on success the options own it
+        if status != 0:
+            api.LiteRtDestroyOpaqueOptions(opaque)
+        _check(status, "LiteRtAddOpaqueOptions")
 
     def _signature_keys(self, api) -> list[str]:
         count, keys = _N(), []

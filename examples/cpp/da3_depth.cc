@@ -83,12 +83,33 @@ bool SetGpuPrecision(LiteRtOptions options, int precision) {
   return true;
 }
 
-// Compiles `model` for `accelerators` (with a GPU precision when `precision` is not 0); false (and nothing
-// held) when that accelerator is unavailable.
-bool Compile(Handles* h, LiteRtHwAcceleratorSet accelerators, int precision = 0) {
+// Prepares only the signature `key` of a bundle: the runtime option LiteRT's C++
+// RuntimeOptions::SetSelectedSignatures writes, opaque options named "runtime_options_string" holding TOML.
+// Without it the compiled model prepares every signature, and a bundle's load costs each one's memory.
+bool SelectSignature(LiteRtOptions options, const char* key) {
+  const std::string text = std::string("selected_signature_keys = [\"") + key + "\"]\n";  // keys hold no quotes
+  char* toml = static_cast<char*>(std::malloc(text.size() + 1));
+  if (!toml) return false;
+  std::memcpy(toml, text.c_str(), text.size() + 1);
+  LiteRtOpaqueOptions runtime = nullptr;
+  if (!Ok(LiteRtCreateOpaqueOptions("runtime_options_string", toml, std::free, &runtime),
+          "LiteRtCreateOpaqueOptions")) {
+    std::free(toml);
+    return false;
+  }
+  if (!Ok(LiteRtAddOpaqueOptions(options, runtime), "LiteRtAddOpaqueOptions")) {
+    LiteRtDestroyOpaqueOptions(runtime);
+    return false;
+  }
+  return true;
+}
+
+// Compiles signature `key` of `model` for `accelerators` (with a GPU precision when `precision` is not 0);
+// false (and nothing held) when that accelerator is unavailable.
+bool Compile(Handles* h, const char* key, LiteRtHwAcceleratorSet accelerators, int precision = 0) {
   if (!Ok(LiteRtCreateOptions(&h->options), "LiteRtCreateOptions") ||
       !Ok(LiteRtSetOptionsHardwareAccelerators(h->options, accelerators), "LiteRtSetOptionsHardwareAccelerators") ||
-      (precision != 0 && !SetGpuPrecision(h->options, precision)))
+      !SelectSignature(h->options, key) || (precision != 0 && !SetGpuPrecision(h->options, precision)))
     return false;
   bool ok = Ok(LiteRtCreateCompiledModel(h->env, h->model, h->options, &h->compiled), "LiteRtCreateCompiledModel");
   LiteRtDestroyOptions(h->options);  // the caller keeps ownership of the options; the compiled model needs them no more
@@ -158,11 +179,11 @@ int Run(const char* model_path, const char* key, const char* input_path, const c
 
   // GPU where asked and available, else the CPU (XNNPACK): a phone without the GPU accelerator still runs.
   const char* ran_on = "cpu";
-  if (want_gpu && Compile(&h, kLiteRtHwAcceleratorGpu, gpu_precision)) {
+  if (want_gpu && Compile(&h, key, kLiteRtHwAcceleratorGpu, gpu_precision)) {
     ran_on = gpu_precision == kLiteRtDelegatePrecisionFp16WithFp32Accum ? "gpu (fp16, fp32 accumulation)" : "gpu";
   } else {
     if (want_gpu) std::fprintf(stderr, "da3_depth: no GPU accelerator; running on the CPU\n");
-    if (!Compile(&h, kLiteRtHwAcceleratorCpu)) return 1;
+    if (!Compile(&h, key, kLiteRtHwAcceleratorCpu)) return 1;
   }
 
   LiteRtTensorBufferRequirements in_req = nullptr, out_req = nullptr;

@@ -177,11 +177,18 @@ def test_show_lists_every_model_with_its_figures_weights_and_tools():
     assert shown["weights"] == {"kind": "trained", "source": "hub", "weights_sha256": "ab" * 32,
                                 "origin": "Hugging Face depth-anything/DA3-SMALL at " + "0123abcd" * 5}
     text = format_summary(shown)
-    assert "9x16        896x504    52.00  117.5  9x1600000000" in text
+    assert "9x16        896x504    52.00  117.5       -  9x1600000000" in text  # made before the farm timed it
     assert "model" not in text.splitlines()[0]  # this catalog's checkpoint does not say which network
     older = catalog()
     del older["models"][1]["gpu_lint"]  # made before the farm counted multiply-accumulates
-    assert "3x4         896x672    52.00      -  3x4000000000" in format_summary(summary(older))
+    assert "3x4         896x672    52.00      -       -  3x4000000000" in format_summary(summary(older))
+    timed = catalog()
+    timed["models"][0]["cost"] = {"cpu_ms": 1834.26, "cpu_threads": 2, "export_seconds": 80.1,
+                                  "export_peak_rss_mib": 1247}
+    assert "9x16        896x504    52.00  117.5    1834  9x1600000000" in format_summary(summary(timed))
+    timed["models"][0]["cost"]["cpu_ms"] = "slow"
+    with pytest.raises(CatalogError, match=r"^models.0.cost.cpu_ms"):
+        summary(timed)
     accum = catalog()
     accum["models"][0]["gpu"]["modes"] = {"fp16_fp32_accum": {"precision": "fp16_fp32_accum", "pearson_min": 0.99952,
                                                               "mean_rel_max": 8.2e-3, "seconds": 90.0}}

@@ -60,6 +60,13 @@ def test_first_build_catalogs_every_aspect(farm):
         with np.load(farm.root / "artifacts/models" / m["aspect"] / "gpu_depth.npz") as maps:
             assert set(maps.files) == set(gpu["photos"])
             assert all(maps[p].shape == (1, 1, m["height"], m["width"]) for p in maps.files)
+        # What the file cost on this machine: one CPU inference, a GPU inference (a photo's share of the GPU
+        # check, which also loaded the file), and an export that held at least the FP32 flatbuffer it wrote.
+        cost = m["cost"]
+        assert cost["cpu_ms"] > 0 and cost["cpu_threads"] == 2
+        assert 0 < cost["gpu_seconds"] < gpu["seconds"]
+        fp32_mib = (farm.root / "artifacts/models" / m["aspect"] / "model_fp32.tflite").stat().st_size / 2**20
+        assert cost["export_peak_rss_mib"] > fp32_mib and cost["export_seconds"] > 0
         metrics = json.loads((farm.root / "artifacts/models" / m["aspect"] / "metrics.json").read_text())
         assert all(g["passed"] for g in metrics["gates"].values())
         assert list(metrics["fidelity"]["photos"]) == validation["photos"]

@@ -8,6 +8,8 @@ unpatched model in FP32. Photos are resized to cover HxW and center-cropped
 
 from __future__ import annotations
 
+import statistics
+import time
 from pathlib import Path
 
 import numpy as np
@@ -63,3 +65,15 @@ def fidelity_per_photo(official: torch.nn.Module, model: TFLiteModel, photos: tu
         if maps is not None:
             maps[f"{name}.official"], maps[f"{name}.cpu"] = ref, pred
     return results
+
+
+def inference_ms(model: TFLiteModel, image: np.ndarray, runs: int = 3) -> float:
+    """What one inference costs on the CPU (LiteRT's XNNPACK, the model's threads): the median wall time of
+    `runs` inferences, after one that warms the interpreter up (its first run prepares XNNPACK)."""
+    model(image)
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        model(image)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)

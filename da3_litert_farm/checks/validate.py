@@ -19,13 +19,15 @@ from da3_litert_farm.core import paths
 from da3_litert_farm.core.aspects import Aspect
 from da3_litert_farm.model.weights import load_official_from_dir
 from da3_litert_farm.checks.agreement import gate_fidelity, worst_case
-from da3_litert_farm.checks.fidelity import TFLiteModel, fidelity_per_photo
+from da3_litert_farm.checks.fidelity import TFLiteModel, fidelity_per_photo, inference_ms
 from da3_litert_farm.checks.gpu_lint import lint
 from da3_litert_farm.core.tensor_plan import MIB
 from da3_litert_farm.checks.letterbox import letterbox_penalty
 from da3_litert_farm.config.params import Params
+from da3_litert_farm.model.photo_input import load_photo_array
 
 GATE_KEYS = ("validation.min_pearson", "validation.max_mean_rel")
+CPU_THREADS = 2  # XNNPACK threads: the farm machine's cores, and what a phone app commonly gives it
 
 
 def validate(aspect: Aspect, params: Params) -> tuple[dict, dict, dict]:
@@ -35,8 +37,9 @@ def validate(aspect: Aspect, params: Params) -> tuple[dict, dict, dict]:
     report = lint(shipped, require_fp16=True, max_tensor_bytes=params.max_tensor_mib * MIB)
     official = load_official_from_dir(paths.CHECKPOINT_DIR)
     maps = {}
-    per_photo = fidelity_per_photo(official, TFLiteModel(shipped), validation.photos, aspect.height, aspect.width,
-                                   maps)
+    model = TFLiteModel(shipped, threads=CPU_THREADS)
+    per_photo = fidelity_per_photo(official, model, validation.photos, aspect.height, aspect.width, maps)
+    timed = validation.photos[0]
     worst = worst_case(per_photo)
     gates, failures = gate_fidelity(per_photo, validation.min_pearson, validation.max_mean_rel, GATE_KEYS)
     failures += [f"gpu_lint: {p}" for p in report.problems]
@@ -60,6 +63,9 @@ def validate(aspect: Aspect, params: Params) -> tuple[dict, dict, dict]:
         "gpu_lint": {"gpu_clean": report.ok, "ops": sum(report.op_histogram.values()),
                      "max_rank": report.max_rank, "fp16_weight_tensors": report.fp16_weights,
                      "largest_tensor": report.largest_tensor},
+        # What an inference costs on this machine's CPU (not gated: a machine's figure, not the file's).
+        "cpu_inference": {"ms": inference_ms(model, load_photo_array(timed, aspect.height, aspect.width)),
+                          "threads": CPU_THREADS, "photo": timed},
         # What a square model would cost this aspect instead (official model; not gated).
         "letterbox": letterbox_penalty(official, validation.photos, aspect.height, aspect.width),
     }

@@ -131,6 +131,8 @@ def _model(m, where: str) -> str:
         _text(m["precision"], f"{where}.precision")
     if "gmac" in _mapping(m.get("gpu_lint", {}), f"{where}.gpu_lint"):
         _number(m["gpu_lint"]["gmac"], f"{where}.gpu_lint.gmac")
+    if "cpu_ms" in _mapping(m.get("cost", {}), f"{where}.cost"):
+        _number(m["cost"]["cpu_ms"], f"{where}.cost.cpu_ms")
     fidelity = _mapping(_field(m, "fidelity", where), f"{where}.fidelity")
     for key in ("pearson_min", "mean_rel_error_max"):
         _number(_field(fidelity, key, f"{where}.fidelity"), f"{where}.fidelity.{key}")
@@ -204,6 +206,7 @@ def summary(catalog: dict) -> dict:
     rows = [{"aspect": m["aspect"], "ratio": m["ratio"], "height": m["height"], "width": m["width"],
              "megabytes": round(m["bytes"] / 1e6, 2), "sha256": m["sha256"],
              "gmac": (m.get("gpu_lint") or {}).get("gmac"),  # None in catalogs made before the farm counted it
+             "cpu_ms": (m.get("cost") or {}).get("cpu_ms"),  # None in catalogs made before the farm timed it
              "cpu": {"one_minus_pearson": 1 - m["fidelity"]["pearson_min"],
                      "mean_rel_max": m["fidelity"]["mean_rel_error_max"],
                      "photos": sorted(m["fidelity"]["photos"])},
@@ -229,24 +232,26 @@ def format_summary(s: dict) -> str:
                                                         else "")]
     if s["warning"]:
         lines.append(f"WARNING: {s['warning']}")
-    lines.append(f"{'aspect':<10} {'HxW':>9} {'MB':>7} {'GMAC':>6}  {'sha256':<12}  {'CPU 1-r':>8} {'CPU rel':>8}  "
+    lines.append(f"{'aspect':<10} {'HxW':>9} {'MB':>7} {'GMAC':>6} {'CPU ms':>7}  {'sha256':<12}  {'CPU 1-r':>8} {'CPU rel':>8}  "
                  f"{'GPU 1-r':>8} {'GPU rel':>8}  GPU adapter (photos)")
     for r in s["models"]:
         cpu, gpu = r["cpu"], r["gpu"]
         gpu_text = (f"{gpu['one_minus_pearson']:>8.1e} {gpu['mean_rel_max']:>8.1e}  {gpu['adapter']} "
                     f"({', '.join(gpu['photos'])})" if gpu["checked"] else f"{'not checked':>17}  {gpu['reason']}")
         gmac = f"{r['gmac']:>6.1f}" if r["gmac"] is not None else f"{'-':>6}"
-        lines.append(f"{r['aspect']:<10} {r['height']:>4}x{r['width']:<4} {r['megabytes']:>7.2f} {gmac}  {r['sha256'][:12]}  "
+        cpu_ms = f"{r['cpu_ms']:>7.0f}" if r["cpu_ms"] is not None else f"{'-':>7}"
+        lines.append(f"{r['aspect']:<10} {r['height']:>4}x{r['width']:<4} {r['megabytes']:>7.2f} {gmac} {cpu_ms}  {r['sha256'][:12]}  "
                      f"{cpu['one_minus_pearson']:>8.1e} {cpu['mean_rel_max']:>8.1e}  {gpu_text}")
         for mode, m in (gpu.get("modes") or {}).items():  # other GPU modes an app may choose
-            lines.append(f"{'':<10} {'':>9} {'':>7} {'':>6}  {'':<12}  {'':>8} {'':>8}  "
+            lines.append(f"{'':<10} {'':>9} {'':>7} {'':>6} {'':>7}  {'':<12}  {'':>8} {'':>8}  "
                          f"{m['one_minus_pearson']:>8.1e} {m['mean_rel_max']:>8.1e}  in GPU mode {mode}"
                          + (" (recommended)" if mode == gpu.get("recommended_mode") else ""))
     if s["bundle"]:
         b = s["bundle"]
-        lines.append(f"{'bundle':<10} {'':>9} {b['megabytes']:>7.2f} {'':>6}  {b['sha256'][:12]}  signatures "
+        lines.append(f"{'bundle':<10} {'':>9} {b['megabytes']:>7.2f} {'':>6} {'':>7}  {b['sha256'][:12]}  signatures "
                      f"{', '.join(b['signatures'])}")
-    lines.append("GMAC: multiply-accumulates per inference, in billions; 1-r: 1 - Pearson r, worst photo; rel: mean "
+    lines.append("GMAC: multiply-accumulates per inference, in billions; CPU ms: one inference on the farm machine's "
+                 "CPU (XNNPACK); 1-r: 1 - Pearson r, worst photo; rel: mean "
                  "relative error, worst photo; both against the official FP32 model (CPU: XNNPACK; GPU: LiteRT's GPU "
                  "accelerator, FP16 unless a GPU mode is named)")
     lic = s["license"]

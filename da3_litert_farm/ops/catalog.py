@@ -97,6 +97,22 @@ def model_entry(params: Params, name: str) -> dict:
             "gmac": round(lint["macs"] / 1e9, 2),
         },
         "gpu": gpu_entry(checked.gpu),
+        **({"cost": cost_entry(name, metrics, checked.gpu)} if "cpu_inference" in metrics else {}),
+    }
+
+
+def cost_entry(name: str, metrics: dict, gpu: dict) -> dict:
+    """What the file costs, measured on the farm's machine (its GMAC, a property of the file, is in gpu_lint):
+    CPU milliseconds per inference (XNNPACK), seconds per inference on the GPU check's adapter, and what its
+    export took."""
+    export = json.loads(paths.export_report(name).read_text())
+    photos = [m["seconds"] for m in gpu.get("photos", {}).values()] if gpu.get("checked") else []
+    return {
+        "cpu_ms": round(metrics["cpu_inference"]["ms"], 1),
+        "cpu_threads": metrics["cpu_inference"]["threads"],
+        **({"gpu_seconds": round(sorted(photos)[len(photos) // 2], 2)} if photos else {}),
+        "export_seconds": round(export["seconds"], 1),
+        "export_peak_rss_mib": round(export["peak_rss_mb"]),
     }
 
 

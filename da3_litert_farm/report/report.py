@@ -62,6 +62,7 @@ def summary(records: list[dict]) -> dict:
         row = {
             "megabytes": round(m["bytes"] / 1e6, 3),
             "gmacs": round(r["macs"] / 1e9, 3),
+            **({"cpu_ms": round(r["metrics"]["cpu_inference"]["ms"], 1)} if "cpu_inference" in r["metrics"] else {}),
             "cpu_1_minus_pearson_ppm": (1 - m["fidelity"]["pearson_min"]) * 1e6,
             "cpu_mean_rel_error_pct": m["fidelity"]["mean_rel_error_max"] * 100,
         }
@@ -148,6 +149,12 @@ def cells(values: list[tuple[object, bool]]) -> str:
     return "".join(f'<td class="n">{esc(v)}</td>' if numeric else f"<td>{esc(v)}</td>" for v, numeric in values)
 
 
+def cpu_ms(metrics: dict) -> str:
+    """One inference on the farm machine's CPU (XNNPACK), as validate@ASPECT timed it."""
+    timed = metrics.get("cpu_inference")  # absent from a build made before the farm timed it
+    return f"{timed['ms']:.0f}" if timed else "-"
+
+
 def other_modes(gpu: dict) -> str:
     """The figures of each GPU mode beside the default (validation.gpu_modes), the recommended one marked."""
     return "; ".join(f"{mode}: {sci(1 - m['pearson_min'])}, {sci(m['mean_rel_max'])}"
@@ -156,7 +163,7 @@ def other_modes(gpu: dict) -> str:
 
 
 def models_table(records: list[dict]) -> str:
-    head = ("aspect", "H x W", "MB", "sha256", "GMACs", "CPU 1 - r", "CPU mean rel", "GPU 1 - r", "GPU mean rel",
+    head = ("aspect", "H x W", "MB", "sha256", "GMACs", "CPU ms", "CPU 1 - r", "CPU mean rel", "GPU 1 - r", "GPU mean rel",
             "GPU adapter, precision", "other GPU modes: 1 - r, mean rel", f"seconds: {' / '.join(PER_ASPECT_STAGES)}")
     rows = []
     for r in records:
@@ -165,7 +172,7 @@ def models_table(records: list[dict]) -> str:
         seconds = " / ".join("-" if r["seconds"][s] is None else f"{r['seconds'][s]:.0f}" for s in PER_ASPECT_STAGES)
         rows.append(f'<tr data-aspect="{esc(m["aspect"])}">' + cells([
             (m["aspect"], False), (f"{m['height']} x {m['width']}", False), (f"{m['bytes'] / 1e6:.1f}", True),
-            (m["sha256"][:12], False), (f"{r['macs'] / 1e9:.2f}", True),
+            (m["sha256"][:12], False), (f"{r['macs'] / 1e9:.2f}", True), (cpu_ms(r["metrics"]), True),
             (sci(1 - m["fidelity"]["pearson_min"]), True), (sci(m["fidelity"]["mean_rel_error_max"]), True),
             (sci(1 - gpu["pearson_min"]) if checked else "-", True), (sci(gpu["mean_rel_max"]) if checked else "-", True),
             (f"{gpu['adapter']['name'].split(' (')[0]}, {gpu['precision']}"

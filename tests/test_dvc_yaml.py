@@ -133,13 +133,19 @@ def test_per_aspect_stages_read_only_their_aspect():
 
 
 def _validation_keys_read(stage: str) -> set[str]:
-    """The validation settings the stage's code reads: ValidationParams fields it names as attributes
-    (config/params.py, which defines and fills them, aside)."""
+    """The validation settings the stage's code reads: ValidationParams fields it names as attributes, and
+    those that the ValidationParams methods it calls read (config/params.py, which defines and fills them,
+    aside)."""
     fields = {f.name for f in dataclasses.fields(ValidationParams)}
+    params_tree = ast.parse((REPO / "da3_litert_farm/config/params.py").read_text())
+    (cls,) = [n for n in ast.walk(params_tree) if isinstance(n, ast.ClassDef) and n.name == "ValidationParams"]
+    methods = {f.name: {n.attr for n in ast.walk(f) if isinstance(n, ast.Attribute) and n.attr in fields}
+               for f in cls.body if isinstance(f, ast.FunctionDef)}
     read = set()
     for module in _python_imports(stage) - {"da3_litert_farm/config/params.py"}:
         tree = ast.parse((REPO / module).read_text())
-        read |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in fields}
+        names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        read |= (names & fields).union(*(methods[m] for m in names & methods.keys()))
     return read
 
 

@@ -64,44 +64,35 @@ struct Handles {
   }
 };
 
-// Asks the GPU accelerator for a precision (kLiteRtDelegatePrecision*). The C API has no setter for it: GPU
-// options reach the accelerator as opaque options named "gpu_options" holding TOML, as LiteRT's C++
-// GpuOptions::SetPrecision writes them. The options free the malloc'd text when they are destroyed.
-bool SetGpuPrecision(LiteRtOptions options, int precision) {
-  char* toml = static_cast<char*>(std::malloc(32));
+// Adds options that an accelerator or the runtime reads by name, holding TOML text: how LiteRT's C++ option
+// classes reach them, since the C API has no setter of its own for these. The options free the malloc'd copy
+// of the text when they are destroyed.
+bool AddOpaqueOptions(LiteRtOptions options, const char* identifier, const std::string& text) {
+  char* toml = static_cast<char*>(std::malloc(text.size() + 1));
   if (!toml) return false;
-  std::snprintf(toml, 32, "precision = %d\n", precision);
-  LiteRtOpaqueOptions gpu = nullptr;
-  if (!Ok(LiteRtCreateOpaqueOptions("gpu_options", toml, std::free, &gpu), "LiteRtCreateOpaqueOptions")) {
+  std::memcpy(toml, text.c_str(), text.size() + 1);
+  LiteRtOpaqueOptions opaque = nullptr;
+  if (!Ok(LiteRtCreateOpaqueOptions(identifier, toml, std::free, &opaque), "LiteRtCreateOpaqueOptions")) {
     std::free(toml);
     return false;
   }
-  if (!Ok(LiteRtAddOpaqueOptions(options, gpu), "LiteRtAddOpaqueOptions")) {
-    LiteRtDestroyOpaqueOptions(gpu);
+  if (!Ok(LiteRtAddOpaqueOptions(options, opaque), "LiteRtAddOpaqueOptions")) {
+    LiteRtDestroyOpaqueOptions(opaque);
     return false;
   }
   return true;
 }
 
-// Prepares only the signature `key` of a bundle: the runtime option LiteRT's C++
-// RuntimeOptions::SetSelectedSignatures writes, opaque options named "runtime_options_string" holding TOML.
-// Without it the compiled model prepares every signature, and a bundle's load costs each one's memory.
+// Asks the GPU accelerator for a precision (kLiteRtDelegatePrecision*), as C++ GpuOptions::SetPrecision does.
+bool SetGpuPrecision(LiteRtOptions options, int precision) {
+  return AddOpaqueOptions(options, "gpu_options", "precision = " + std::to_string(precision) + "\n");
+}
+
+// Prepares only the signature `key` of a bundle, as C++ RuntimeOptions::SetSelectedSignatures does. Without it
+// the compiled model prepares every signature, and a bundle's load costs each one's memory.
 bool SelectSignature(LiteRtOptions options, const char* key) {
-  const std::string text = std::string("selected_signature_keys = [\"") + key + "\"]\n";  // keys hold no quotes
-  char* toml = static_cast<char*>(std::malloc(text.size() + 1));
-  if (!toml) return false;
-  std::memcpy(toml, text.c_str(), text.size() + 1);
-  LiteRtOpaqueOptions runtime = nullptr;
-  if (!Ok(LiteRtCreateOpaqueOptions("runtime_options_string", toml, std::free, &runtime),
-          "LiteRtCreateOpaqueOptions")) {
-    std::free(toml);
-    return false;
-  }
-  if (!Ok(LiteRtAddOpaqueOptions(options, runtime), "LiteRtAddOpaqueOptions")) {
-    LiteRtDestroyOpaqueOptions(runtime);
-    return false;
-  }
-  return true;
+  return AddOpaqueOptions(options, "runtime_options_string",
+                          std::string("selected_signature_keys = [\"") + key + "\"]\n");  // keys hold no quotes
 }
 
 // Compiles signature `key` of `model` for `accelerators` (with a GPU precision when `precision` is not 0);

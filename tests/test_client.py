@@ -94,13 +94,16 @@ def test_an_app_chooses_by_camera_within_a_gmac_budget(camera, budget, picked):
     assert f", {entry['gpu_lint']['gmac']:g} GMAC per inference" in reason
 
 
-def test_without_a_tier_an_app_gets_the_largest_files():
-    """294x518 is a hair closer to 4:3 than 504x896 (W/H 1.7619 against 1.7778): the largest tier still wins."""
+def test_without_a_tier_an_app_gets_the_largest_file_of_each_ratio():
+    """294x518 is a hair closer to 4:3 than 504x896 (W/H 1.7619 against 1.7778): the larger 16:9 file still wins."""
     entry, reason = choose(ladder(), None, (4032, 3024))
     assert entry["aspect"] == "16x9", reason
-    assert reason.startswith("long side 896, the catalog's largest (--long-side or --max-gmac for another): 3 of 6 "
+    assert reason.startswith("the largest file of each ratio (--long-side or --max-gmac for a smaller one): 3 of 6 "
                              "files; camera 4032x3024"), reason
     assert choose(catalog(), None, (1080, 1920))[1].startswith("camera 1080x1920")  # one tier: nothing to say
+    # Files of different ratios all stay, whatever their long sides: a 9:16 file at 112 beside a 16:9 at 140.
+    mixed = {**catalog(), "models": [model("9x16", 112, 70, ratio="9:16"), model("16x9", 70, 140, ratio="16:9")]}
+    assert choose(mixed, None, (1080, 1920))[0]["aspect"] == "9x16"
 
 
 def test_an_app_chooses_by_camera_within_a_long_side():

@@ -143,9 +143,10 @@ def within_tier(aspects: list[Aspect], long_side: int | None = None, max_gmac: f
                 gmac: dict[str, float] | None = None) -> tuple[list[Aspect], str | None]:
     """The files an app may choose from before the camera decides: those of one long side (`long_side`), or
     those whose cost (`gmac`: GMAC per inference by aspect name) is within a budget (`max_gmac`). When neither
-    is given, those of the largest long side: the best files, and a 16:9 file at 518 never wins over the one at
-    896 by a ratio its rounding made a hair closer. Returns them and a sentence saying what the tier kept (None
-    when it kept every file), or raises AspectError naming what the catalog offers."""
+    is given, the largest file of each ratio: so a 16:9 file at 518 never wins over the one at 896 by a pixel
+    ratio its rounding made a hair closer to the camera's, and files of different ratios all stay, whatever
+    their long sides. Returns them and a sentence saying what the tier kept (None when it kept every file), or
+    raises AspectError naming what the catalog offers."""
     if long_side is not None:
         kept = [a for a in aspects if a.long_side == long_side]
         if not kept:
@@ -163,9 +164,14 @@ def within_tier(aspects: list[Aspect], long_side: int | None = None, max_gmac: f
                               f"(HxW {cheapest.shape}), costs {gmac[cheapest.name]:g} GMAC per inference")
         return kept, (f"budget {max_gmac:g} GMAC: {len(kept)} of {len(aspects)} files fit (long sides "
                       f"{', '.join(map(str, sorted({a.long_side for a in kept})))})")
-    largest = max((a.long_side for a in aspects), default=None)
-    kept = [a for a in aspects if a.long_side == largest]
+    largest: dict[Decimal, Aspect] = {}
+    for a in aspects:
+        w, h = parse_ratio(a.name, a.ratio)
+        best = largest.setdefault(w / h, a)
+        if a.height * a.width > best.height * best.width:
+            largest[w / h] = a
+    kept = [a for a in aspects if a in largest.values()]
     if len(kept) == len(aspects):
         return aspects, None
-    return kept, (f"long side {largest}, the catalog's largest (--long-side or --max-gmac for another): "
+    return kept, (f"the largest file of each ratio (--long-side or --max-gmac for a smaller one): "
                   f"{len(kept)} of {len(aspects)} files")

@@ -59,7 +59,8 @@ def entries(stage: dict) -> dict[str, str | None]:
 
 def without_times(catalog: dict) -> dict:
     catalog = {k: v for k, v in catalog.items() if k != "created"}
-    catalog["models"] = [{**m, "gpu": {k: v for k, v in m["gpu"].items() if k != "seconds"}} for m in catalog["models"]]
+    catalog["models"] = [{**{k: v for k, v in m.items() if k != "cost"},  # measured times and memory
+                          "gpu": {k: v for k, v in m["gpu"].items() if k != "seconds"}} for m in catalog["models"]]
     catalog["bundle"] = {k: v for k, v in catalog["bundle"].items() if k != "load"}  # measured seconds and memory
     return catalog
 

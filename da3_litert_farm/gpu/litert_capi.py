@@ -1,4 +1,5 @@
-"""LiteRT's C API (the wheel's libLiteRt.so) through ctypes: the GPU precision Python cannot ask for.
+"""LiteRT's C API (the wheel's libLiteRt.so) through ctypes: the GPU precision, and the one-signature load of a
+bundle, that Python cannot ask for.
 
 Why: ai-edge-litert's Python `GpuOptions` sets FP32 (`enforce_f32`) or nothing, and its pybind
 module builds the options inside its own statically linked runtime, so nothing can be passed
@@ -141,7 +142,8 @@ def _check(status: int, call: str) -> None:
 
 class CompiledModel:
     """One signature of a .tflite compiled for the GPU accelerator (CPU fallback allowed, as an app
-    configures it) with an explicit GPU precision, from `PRECISION`. Float32 inputs and outputs."""
+    configures it) with an explicit GPU precision, from `PRECISION`, or for the CPU alone; optionally with
+    only that signature prepared. Float32 inputs and outputs."""
 
     def __init__(self, path: Path | str, precision: str, signature: str | None = None, only_signature: bool = False,
                  accelerator: str = "gpu"):

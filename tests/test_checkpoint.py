@@ -123,7 +123,7 @@ def test_config_must_name_a_supported_model(stress_checkpoint_dir, tmp_path):
     with pytest.raises(CheckpointError, match='no "model_name"'):
         load_official_from_dir(bad)
     (bad / "config.json").write_text(json.dumps({"model_name": "da3-giant"}))
-    with pytest.raises(CheckpointError, match=r"model_name: preset 'da3-giant' is not one the farm converts \(ViT-G.*\); supported: da3-small, da3-base"):
+    with pytest.raises(CheckpointError, match=r"model_name: preset 'da3-giant' is not one the farm converts \(ViT-G.*\); supported: da3-small, da3-base, da3-large, "):
         load_official_from_dir(bad)
 
 

@@ -11,11 +11,12 @@ import random
 import pytest
 
 from da3_litert_farm.client.cli import (catalog_aspects, choose, main, orientation_note, public_repo, pull,
-                                        PullError)
+                                        PullError, sidecar)
 from da3_litert_farm.core.aspects import AspectError
 from da3_litert_farm.client.remote import explain, scheme
 from da3_litert_farm.client.trust import Release
 from da3_litert_farm.client.show import CatalogError, format_summary, summary
+from da3_litert_farm.core.models import PRESETS, output_entry
 from da3_litert_farm.core.releases import version_key
 
 
@@ -216,6 +217,28 @@ def test_show_says_when_the_gpu_check_was_skipped():
     skipped["models"][0]["gpu"] = {"checked": False, "reason": "validation.gpu is 'skip' in params.yaml"}
     text = format_summary(summary(skipped))
     assert "not checked  validation.gpu is 'skip' in params.yaml" in text
+
+
+def test_show_and_the_sidecar_say_what_the_output_is_and_how_to_get_metres():
+    metric = catalog()
+    metric["checkpoint"].update(repo="depth-anything/DA3METRIC-LARGE", model_name="da3metric-large")
+    for m in metric["models"]:
+        m.update(precision="fp16-weights", input={"shape": [1, 3, m["height"], m["width"]]},
+                 output={"shape": [1, 1, m["height"], m["width"]], **output_entry(PRESETS["da3metric-large"])})
+    lines = format_summary(summary(metric)).splitlines()
+    assert [line for line in lines if line.startswith("output: ")] == [
+        "output: metric depth; metres = output * focal_px / 300, focal_px = the mean of fx and fy in pixels of the "
+        "model's input: the camera's focal length in pixels of its photo, times the scale the photo was resized by "
+        "to fit the input"]
+    car = sidecar(metric, metric["models"][0], "/srv/farm", "aspect 9x16", "model.tflite")
+    assert car["output"]["kind"] == "metric depth" and car["output"]["metres"]["focal_divisor"] == 300
+    relative = catalog()
+    for m in relative["models"]:
+        m["output"] = {"shape": [1, 1, m["height"], m["width"]], **output_entry(PRESETS["da3-small"])}
+    assert "output: relative depth" in format_summary(summary(relative)).splitlines()
+    metric["models"][1]["output"]["metres"] = {"formula": "x", "focal_px": "y", "focal_divisor": "300"}
+    with pytest.raises(CatalogError, match=r"^models.1.output.metres.focal_divisor"):
+        summary(metric)
 
 
 def test_sidecars_never_record_a_credential_in_the_repository_url():

@@ -29,31 +29,34 @@ def test_each_presets_sizes_are_the_official_networks(name):
     assert (o, kh, kw, i) == p.largest_weight, largest
 
 
-def test_da3_base_converts_exactly_at_a_small_shape():
+@pytest.mark.parametrize("name", [name for name in PRESETS if name != "da3-small"])  # small: test_rewrites
+def test_each_preset_converts_exactly_at_a_small_shape(name):
     from da3_litert_farm.model.stress import stress_model
 
-    official = stress_model(seed=0, model_name="da3-base", outliers=True)
-    _, report = patch_model(official, 70, 112, shipped_options(PRESETS["da3-base"], 70, 112, 128))
+    official = stress_model(seed=0, model_name=name, outliers=True)
+    _, report = patch_model(official, 70, 112, shipped_options(PRESETS[name], 70, 112, 128))
     assert report["relative_error"] < 1e-5  # the gate is 1e-4; small measured 1.4e-6-1.8e-6 at this size
 
 
 def test_presets_the_rewrites_do_not_cover_are_refused_by_name():
-    with pytest.raises(PresetError, match=r"'da3metric-large' is not one the farm converts \(a plain DINOv2 "
-                                          r"ViT-L.*\); supported: da3-small, da3-base"):
-        preset("da3metric-large")
-    with pytest.raises(CheckpointError, match="model_name: preset 'da3-giant'"):
-        build_official("da3-giant")
+    supported = "da3-small, da3-base, da3-large, da3mono-large, da3metric-large"
+    with pytest.raises(PresetError, match=rf"'da3-giant' is not one the farm converts \(ViT-G.*\); "
+                                          rf"supported: {supported}$"):
+        preset("da3-giant")
+    with pytest.raises(CheckpointError, match="model_name: preset 'da3nested-giant-large'"):
+        build_official("da3nested-giant-large")
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
-    for name in ("da3metric-large", "DA3-SMALL"):
+    for name in ("da3-giant", "DA3-SMALL"):
         raw["checkpoint"]["preset"] = name
         with pytest.raises(ParamsError, match=rf"^checkpoint.preset: '{name}' must be a Depth Anything 3 preset the "
-                                              r"farm converts: da3-small, da3-base \(the package's others, "
+                                              rf"farm converts: {supported} \(the package's others, "
                                               + ", ".join(NOT_CONVERTED)):
             parse_params(raw, checkpoint_files=False)
 
 
 def test_the_tensor_plan_follows_the_preset():
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    del raw["checkpoint"]["repo"]  # defaults to the preset's
     raw["checkpoint"]["preset"] = "da3-base"
     base = parse_params(raw, checkpoint_files=False)
     assert base.model is PRESETS["da3-base"]
@@ -65,6 +68,26 @@ def test_the_tensor_plan_follows_the_preset():
     raw["checkpoint"]["preset"] = "da3-base"
     with pytest.raises(ParamsError, match=r"aspects.3x4: 896x672 needs a head features tensor of 74 MiB"):
         parse_params(raw, checkpoint_files=False)
+    # The large presets' head runs at 256 features: at 896 its full-resolution features [1, 898, 674, 128] are
+    # 148 MiB, over the default 128; at a 518 long side they fit.
+    raw["max_tensor_mib"], raw["checkpoint"]["preset"] = 128, "da3metric-large"
+    with pytest.raises(ParamsError, match=r"aspects.3x4: 896x672 needs a head features tensor of 148 MiB"):
+        parse_params(raw, checkpoint_files=False)
+    raw["aspects"] = {"3x4": {"ratio": "3:4", "long_side": 518}}
+    large = parse_params(raw, checkpoint_files=False)
+    assert (large.aspects["3x4"].height, large.aspects["3x4"].width) == (518, 392)
+    assert large.checkpoint.repo == "depth-anything/DA3METRIC-LARGE"
+
+
+def test_a_hub_repo_of_another_preset_is_refused_by_name():
+    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw["checkpoint"]["preset"], raw["long_side"] = "da3mono-large", 518  # the shipped file names DA3-SMALL's repo
+    with pytest.raises(ParamsError, match=r"^checkpoint.repo: depth-anything/DA3-SMALL holds da3-small, not "
+                                          r"checkpoint.preset da3mono-large; set checkpoint.repo: "
+                                          r"depth-anything/DA3MONO-LARGE \(or leave it out"):
+        parse_params(raw, checkpoint_files=False)
+    raw["checkpoint"]["repo"] = "my-org/DA3MONO-LARGE-finetuned"  # a repo the farm does not know: the config decides
+    assert parse_params(raw, checkpoint_files=False).checkpoint.repo == "my-org/DA3MONO-LARGE-finetuned"
 
 
 def test_a_checkpoint_of_another_preset_is_refused_before_loading(stress_checkpoint_dir, tmp_path):

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from da3_litert_farm.core import paths
+from da3_litert_farm.core.models import PRESETS, output_entry
 from da3_litert_farm.config.params import ParamsError, load_params, load_schema, parse_params
 from da3_litert_farm.ops.catalog import validate_catalog
 from tests.farm_repo import run_stage
@@ -245,7 +246,7 @@ def minimal_catalog() -> dict:
         "input": {"shape": [1, 3, 896, 504], "layout": "NCHW", "dtype": "float32",
                   "preprocessing": {"resize": "cover", "crop": "center", "scale": 1 / 255, "mean": [0.5] * 3,
                                     "std": [0.25] * 3, "channel_order": "RGB"}},
-        "output": {"shape": [1, 1, 896, 504], "layout": "NCHW", "dtype": "float32", "meaning": "relative depth"},
+        "output": {"shape": [1, 1, 896, 504], "layout": "NCHW", "dtype": "float32", **output_entry(PRESETS["da3-small"])},
         "fidelity": {"reference": "official", "gate_min_pearson": 0.99999, "gate_max_mean_rel": 0.003,
                      "pearson_min": 0.9999, "cosine_min": 0.9999, "max_abs_error": 0.01, "mean_rel_error_max": 0.001,
                      "photos": photos},

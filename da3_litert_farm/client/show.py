@@ -127,6 +127,15 @@ def _model(m, where: str) -> str:
     for key in ("input", "output"):
         if key in m:
             _mapping(m[key], f"{where}.{key}")
+    output = m.get("output") or {}
+    for key in ("kind", "meaning"):  # `farm show` prints them
+        if key in output:
+            _text(output[key], f"{where}.output.{key}")
+    if "metres" in output:
+        metres = _mapping(output["metres"], f"{where}.output.metres")
+        for key in ("formula", "focal_px"):
+            _text(_field(metres, key, f"{where}.output.metres"), f"{where}.output.metres.{key}")
+        _number(_field(metres, "focal_divisor", f"{where}.output.metres"), f"{where}.output.metres.focal_divisor")
     if "precision" in m:
         _text(m["precision"], f"{where}.precision")
     if "gmac" in _mapping(m.get("gpu_lint", {}), f"{where}.gpu_lint"):
@@ -200,6 +209,17 @@ def _gpu(m: dict) -> dict:
             **({"recommended_mode": gpu["recommended_mode"]["mode"]} if gpu.get("recommended_mode") else {})}
 
 
+def _outputs(catalog: dict) -> list[dict]:
+    """What the files' outputs mean, each distinct meaning once (catalogs made before the farm converted more than
+    one kind of model say only `meaning`)."""
+    seen = []
+    for m in catalog["models"]:
+        out = {k: v for k, v in (m.get("output") or {}).items() if k in ("kind", "meaning", "metres")}
+        if out and out not in seen:
+            seen.append(out)
+    return seen
+
+
 def summary(catalog: dict) -> dict:
     """The version, one row per model (and the bundle), the weights and the tools that built it."""
     check_catalog(catalog)
@@ -216,6 +236,7 @@ def summary(catalog: dict) -> dict:
     return {
         "name": catalog["name"], "version": catalog["version"], "created": catalog.get("created"),
         "model": catalog["checkpoint"].get("model_name"), "weights": weights(catalog),
+        "outputs": _outputs(catalog),
         "warning": stress_warning(catalog),
         "models": rows,
         "bundle": {"megabytes": round(bundle["bytes"] / 1e6, 2), "sha256": bundle["sha256"],
@@ -254,6 +275,10 @@ def format_summary(s: dict) -> str:
                  "CPU (XNNPACK); 1-r: 1 - Pearson r, worst photo; rel: mean "
                  "relative error, worst photo; both against the official FP32 model (CPU: XNNPACK; GPU: LiteRT's GPU "
                  "accelerator, FP16 unless a GPU mode is named)")
+    for out in s["outputs"]:
+        metres = out.get("metres")
+        lines.append(f"output: {out.get('kind') or out['meaning']}"
+                     + (f"; {metres['formula']}, focal_px = {metres['focal_px']}" if metres else ""))
     lic = s["license"]
     lines.append(f"license: code {lic['code']}; weights {lic['weights']}"
                  + (f"; credit: {lic['attribution']}" if lic["attribution"] else ""))

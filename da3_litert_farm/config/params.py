@@ -30,7 +30,7 @@ from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, Aspect, AspectError, \
     plan_aspect
 from da3_litert_farm.core.gpu_modes import APP_MODES, DEFAULT_MODE
-from da3_litert_farm.core.models import DEFAULT_PRESET, NOT_CONVERTED, PRESETS, Preset
+from da3_litert_farm.core.models import DEFAULT_PRESET, NOT_CONVERTED, OUTPUTS, PRESETS, Preset
 from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 from da3_litert_farm.core.photos import MIN_PHOTOS, PHOTOS
 
@@ -38,7 +38,6 @@ PARAMS_FILE = Path("params.yaml")
 SCHEMA_FILE = Path(__file__).with_name("params.schema.json")
 SCHEMA_BASE = "https://github.com/da3-litert-farm/"  # the $id of both schemas, less the file name
 HUB_FILES = ("config.json", "model.safetensors")
-DEFAULT_REPO = "depth-anything/DA3-SMALL"
 MAX_NAME = 64  # characters of an aspect or catalog name: each becomes part of file names and git tags
 MAX_DEPTH = 16  # levels of nesting in params.yaml (it has 3): deeper is not a params file
 
@@ -234,6 +233,8 @@ def constants_schema() -> dict:
                        "description": f"a Depth Anything 3 preset the farm converts: {', '.join(PRESETS)} (the "
                                       f"package's others, {', '.join(NOT_CONVERTED)}, differ in structure from what "
                                       f"the rewrites cover: da3_litert_farm/core/models.py says how)"},
+            "output_kind": {"enum": sorted({o["kind"] for o in OUTPUTS.values()}),
+                            "description": "what a file's output is (core.models.OUTPUTS)"},
             "gpu_mode": {"enum": list(APP_MODES)},
             "gpu_modes": {"type": "array", "items": {"$ref": "#/$defs/gpu_mode"}, "uniqueItems": True,
                           "contains": {"const": DEFAULT_MODE},
@@ -375,7 +376,13 @@ def _checkpoint(c: dict, base_dir: Path, check_files: bool = True) -> Checkpoint
     if outliers and source != "random":
         raise ParamsError(f"checkpoint.outliers: true plants outliers in stress weights; it needs source: random, "
                           f"not {source!r}")
-    return CheckpointParams(source, c.get("preset", DEFAULT_PRESET), c.get("repo", DEFAULT_REPO),
+    name = c.get("preset", DEFAULT_PRESET)
+    repo = c.get("repo", PRESETS[name].repo)
+    holds = {p.repo: p.name for p in PRESETS.values()}.get(repo)
+    if source == "hub" and holds not in (None, name):
+        raise ParamsError(f"checkpoint.repo: {repo} holds {holds}, not checkpoint.preset {name}; set "
+                          f"checkpoint.repo: {PRESETS[name].repo} (or leave it out: it defaults to the preset's)")
+    return CheckpointParams(source, name, repo,
                             c.get("revision", "main"), path, c.get("seed", 0), outliers)
 
 

@@ -3,13 +3,14 @@
 `MonoDepth` is the official forward specialized to one view and no camera input, written
 with rank-4 tensors only:
 - input [1, 3, H, W] instead of the official [B, S, 3, H, W] (a rank-5 model input);
-- the camera token enters with `torch.cat` instead of `x[:, :, 0] = cam_token` (an in-place
-  index assignment that lowers to SELECT_V2);
-- the backbone position embedding and the head's UV embedding are baked for H x W
+- the camera token (any-view series) enters with `torch.cat` instead of `x[:, :, 0] = cam_token`
+  (an in-place index assignment that lowers to SELECT_V2);
+- the backbone position embedding and the head's UV embedding (DualDPT only) are baked for H x W
   (`rewrites.SeparablePosEmbed`, `rewrites.SeparableUVPosEmbed`);
-- only the `depth` branch of the DualDPT head is kept (the ray branch never feeds depth),
-  and its last 1x1 conv keeps only the depth channel.
-Output: [1, 1, H, W], the official `depth` (exp of the head's first channel).
+- only the `depth` branch of the head is kept (DualDPT's ray branch and DPT's sky head never feed
+  depth), and its last 1x1 conv keeps only the depth channel.
+Output: [1, 1, H, W], the official `depth` (exp of the head's first channel); for the DPT head, before
+the package's sky fill (core.models.OUTPUTS).
 """
 
 from __future__ import annotations
@@ -78,28 +79,33 @@ class MonoDepth(nn.Module):
         self.out_layers = tuple(net.backbone.out_layers)
         self.global_blocks = tuple(rewrites.uses_global_attention(vit, i) for i in range(len(vit.blocks)))
         self.rope_blocks = tuple(vit.rope is not None and i >= vit.rope_start for i in range(len(vit.blocks)))
+        self.cat_token = vit.cat_token  # the head reads cat(local stream, normed stream), or the normed stream
         self.cls_token = nn.Parameter(vit.cls_token.detach().clone())
-        # Single view: the official code puts the reference-view camera token at token 0.
-        self.ref_camera_token = nn.Parameter(vit.camera_token.detach()[:, :1].clone())
+        if vit.alt_start != -1:
+            # Single view: the official code puts the reference-view camera token at token 0.
+            self.ref_camera_token = nn.Parameter(vit.camera_token.detach()[:, :1].clone())
         pos_embed = rewrites.SeparablePosEmbed if options.separable_pos_embed else rewrites.BakedPosEmbed
         self.pos_embed = pos_embed(vit, height, width)
-        local, global_ = rewrites.rope_positions(vit, height, width)
-        self.register_buffer("pos_local", local, persistent=False)
-        self.register_buffer("pos_global", global_, persistent=False)
+        if vit.rope is not None:
+            local, global_ = rewrites.rope_positions(vit, height, width)
+            self.register_buffer("pos_local", local, persistent=False)
+            self.register_buffer("pos_global", global_, persistent=False)
 
-        # Head: the depth branch of DualDPT only.
+        # Head: its depth branch only (DualDPT's ray branch and DPT's sky head are dropped).
         self.head_norm, self.projects, self.resize_layers = head.norm, head.projects, head.resize_layers
         self.scratch = head.scratch
         for aux in ("refinenet1_aux", "refinenet2_aux", "refinenet3_aux", "refinenet4_aux",
-                    "output_conv1_aux", "output_conv2_aux"):
-            delattr(self.scratch, aux)
+                    "output_conv1_aux", "output_conv2_aux", "sky_output_conv2"):
+            if hasattr(self.scratch, aux):
+                delattr(self.scratch, aux)
         self.stage_pos_embed = nn.ModuleList(
             rewrites.SeparableUVPosEmbed(p.out_channels, self.patch_h, self.patch_w, height, width)
+            if head.pos_embed else nn.Identity()
             for p in head.projects
         )
         self.output_pos_embed = rewrites.SeparableUVPosEmbed(
             head.scratch.output_conv1.out_channels, height, width, height, width
-        )
+        ) if head.pos_embed else nn.Identity()
         self._keep_depth_channel_only()
         if options.short_output_sums:
             rewrites.shorten_output_sums(head)
@@ -142,8 +148,9 @@ class MonoDepth(nn.Module):
             if not self.global_blocks[i]:
                 local_x = x
             if i in self.out_layers:
-                # official: cat(local, x), then norm on the second half, then drop the cls token
-                outputs.append(torch.cat((local_x, self.norm(x)), dim=-1)[:, 1:])
+                # official: cat(local, x) then norm on the second half (or norm(x)), then drop the cls token
+                out = torch.cat((local_x, self.norm(x)), dim=-1) if self.cat_token else self.norm(x)
+                outputs.append(out[:, 1:])
         return outputs
 
     def _depth_head(self, feats: list[torch.Tensor], taps: dict | None = None) -> torch.Tensor:

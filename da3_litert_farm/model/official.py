@@ -151,8 +151,17 @@ def official_depth(model: DepthAnything3Net, image: torch.Tensor) -> torch.Tenso
     """The official `depth` output for one normalized image [1,3,H,W] -> [1,1,H,W], in FP32.
 
     Runs the official forward unchanged (single view, no camera input), with autocast
-    disabled so the reference is a true FP32 computation.
+    disabled so the reference is a true FP32 computation. A DPT head (the monocular series) runs
+    with its sky head off, the package's own switch: the forward then returns the head's depth
+    without the sky fill, a step that samples pixels at random (core.models.OUTPUTS).
     """
-    with torch.autocast(device_type=image.device.type, enabled=False):
-        out = model(image.unsqueeze(1))  # the official API takes [B, S, 3, H, W]
+    sky_head = getattr(model.head, "use_sky_head", False)
+    if sky_head:
+        model.head.use_sky_head = False
+    try:
+        with torch.autocast(device_type=image.device.type, enabled=False):
+            out = model(image.unsqueeze(1))  # the official API takes [B, S, 3, H, W]
+    finally:
+        if sky_head:
+            model.head.use_sky_head = True
     return out["depth"].reshape(1, 1, *image.shape[-2:]).float()

@@ -128,7 +128,10 @@ class BakedRope(nn.Module):
 
 
 def bake_rope(vit: DinoVisionTransformer, height: int, width: int) -> None:
-    """Swap every block's RoPE for a `BakedRope` on the positions that block sees at HxW."""
+    """Swap every block's RoPE for a `BakedRope` on the positions that block sees at HxW (none
+    in a ViT without RoPE, the monocular series')."""
+    if vit.rope is None:
+        return
     local, global_ = rope_positions(vit, height, width)
     for i, block in enumerate(vit.blocks):
         if isinstance(block.attn.rope, RotaryPositionEmbedding2D):
@@ -290,10 +293,11 @@ class ShortSumConv2d(nn.Module):
 
 
 def shorten_output_sums(head: nn.Module) -> None:
-    """The depth head's last convs as ShortSumConv2d: the 3x3 by kernel tap (32 products per
-    sum), the 1x1 in 4 channel groups (8)."""
+    """The depth head's last convs as ShortSumConv2d: the 3x3 by kernel tap and groups of 32 input
+    channels (32 products per sum at small's width, as at base's and large's), the 1x1 in 4 channel
+    groups (8)."""
     convs = head.scratch.output_conv2
-    convs[0] = ShortSumConv2d(convs[0], channel_groups=1)
+    convs[0] = ShortSumConv2d(convs[0], channel_groups=max(1, convs[0].in_channels // 32))
     convs[-1] = ShortSumConv2d(convs[-1], channel_groups=4)
 
 

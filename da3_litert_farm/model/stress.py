@@ -1,4 +1,4 @@
-"""Seeded "stress" weights for DA3-Small: random, but shaped so that fidelity checks mean something.
+"""Seeded "stress" weights for the DA3 presets: random, but shaped so that fidelity checks mean something.
 
 Plain random init hides conversion bugs: LayerScale starts as a constant, pos_embed near zero,
 and the depth output is almost flat, so any correlation is meaningless. The stress init
@@ -40,7 +40,13 @@ OUTLIER_NORM_GAIN = 1 / 16
 def stress_model(seed: int, model_name: str = "da3-small", outliers: bool = False) -> torch.nn.Module:
     """The official model with deterministic stress weights for `seed` (and `outliers`)."""
     torch.manual_seed(seed)
-    model = build_official(model_name)
+    return stress_init(build_official(model_name), seed, outliers)
+
+
+@torch.no_grad()
+def stress_init(model: torch.nn.Module, seed: int, outliers: bool = False) -> torch.nn.Module:
+    """`model`, an official DA3 network, given stress weights for `seed` in place (tests also give them to
+    shrunk networks of a preset's structure)."""
     gen = torch.Generator().manual_seed(seed)
 
     def randn(shape, scale):
@@ -77,14 +83,15 @@ def plant_outliers(model: torch.nn.Module) -> None:
         block.norm1.weight[channels] = OUTLIER_NORM_GAIN
         block.norm2.weight[channels] = OUTLIER_NORM_GAIN
     vit.norm.weight[channels] = OUTLIER_NORM_GAIN
-    # The head's norm reads cat(raw stream of a local block, normed stream): both halves.
-    model.head.norm.weight[torch.cat((channels, channels + dim))] = OUTLIER_NORM_GAIN
+    if isinstance(model.head.norm, torch.nn.LayerNorm):  # DualDPT's; DPT's is the identity
+        # It reads cat(raw stream of a local block, normed stream): both halves.
+        model.head.norm.weight[torch.cat((channels, channels + dim))] = OUTLIER_NORM_GAIN
 
 
 @torch.no_grad()
 def _calibrate_depth_span(model: torch.nn.Module) -> None:
     """Scale the depth channel of the last head conv so depth spans about a decade."""
-    last = model.head.scratch.output_conv2[-1]  # Conv2d(32, 2, 1): channel 0 = depth logit
+    last = model.head.scratch.output_conv2[-1]  # Conv2d(32, 2 or 1, 1): channel 0 = depth logit
     image = load_photo_tensor(CHECK_PHOTO, *_CALIBRATION_SHAPE)
     log_depth = official_depth(model, image).log().flatten()
     lo, hi = torch.quantile(log_depth, torch.tensor([0.01, 0.99]))

@@ -20,6 +20,7 @@ from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.config.params import Params, validator_for
 from da3_litert_farm.core.gpu_modes import APP_SETTING, RECOMMENDATION_RULE
 from da3_litert_farm.core.licensing import license_entry
+from da3_litert_farm.core.models import output_entry
 from da3_litert_farm.core.photos import PREPROCESSING
 from da3_litert_farm.core.releases import stress_warning
 from da3_litert_farm.checks.shipped import verified
@@ -30,10 +31,6 @@ _SCHEMA = json.loads(SCHEMA_FILE.read_text())
 SCHEMA_VERSION = _SCHEMA["properties"]["schema_version"]["const"]
 TOOLS = tuple(_SCHEMA["properties"]["tools"]["required"])
 PRECISION = _SCHEMA["$defs"]["precision"]["const"]
-OUTPUT_MEANING = (
-    "relative depth: the official DA3 `depth` output (exp of the head's depth logit), larger is "
-    "farther; defined up to scale, not metric"
-)
 
 
 class CatalogError(FarmError, RuntimeError):
@@ -75,7 +72,7 @@ def model_entry(params: Params, name: str) -> dict:
             "shape": [1, 1, aspect.height, aspect.width],
             "layout": "NCHW",
             "dtype": "float32",
-            "meaning": OUTPUT_MEANING,
+            **output_entry(params.model),
         },
         "fidelity": {
             "reference": "official depth_anything_3 PyTorch model, FP32",

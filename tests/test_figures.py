@@ -185,6 +185,29 @@ def test_catalog_rows_from_a_farm_catalog(tmp_path):
                               "`python -m da3_litert_farm.dev.figures catalog c.json --commit f00ba12`")
 
 
+def test_a_catalog_recorded_with_its_cost_says_what_each_file_costs(tmp_path):
+    catalog = {
+        "created": "2026-12-06T19:40:00Z",
+        "checkpoint": {"source": "random", "seed": 0, "outliers": False},
+        "models": [{"aspect": "3x4", "height": 518, "width": 392, "bytes": 680_000_000,
+                    "output": {"model": "da3metric-large"}, "gpu_lint": {"gmac": 512.3},
+                    "cost": {"cpu_ms": 4321.0, "cpu_threads": 2, "gpu_seconds": 301.5, "export_seconds": 402.1,
+                             "export_peak_rss_mib": 17890},
+                    "fidelity": {"pearson_min": 0.9999991, "mean_rel_error_max": 0.0011},
+                    "gpu": {"checked": True, "pearson_min": 0.9991, "mean_rel_max": 0.012, "adapter": "llvmpipe"}}],
+    }
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps(catalog))
+    command = "python -m da3_litert_farm.dev.figures catalog c.json --commit f00ba12 --record large --cost"
+    figures.record_catalog(path, "f00ba12", command, folder=tmp_path, name="large", cost=True)
+    lines = figures.render("large", folder=tmp_path).splitlines()
+    assert lines[0] == ("| aspect | H x W | MB | model | GMAC | CPU ms | GPU s | export s | export peak RSS MiB "
+                        "| CPU 1 - r | CPU mean rel | GPU 1 - r | GPU mean rel |")
+    assert lines[2] == "| 3x4 | 518 x 392 | 680 | da3metric-large | 512 | 4321 | 302 | 402 | 17890 | 9.0e-7 | 1.1e-3 " \
+                       "| 9.0e-4 | 0.0120 |"
+    assert lines[-1].endswith(", GPU check on llvmpipe: `" + command + "`")
+
+
 def test_bench_install_records_what_it_prints(tmp_path, monkeypatch, capsys):
     def measure(python, variant, work):  # the installs take minutes: the plumbing, not pip, is under test
         return {"variant": variant, "python": "3.11.9", "seconds": 12.34, "mb": 1234.5, "dists": 7}

@@ -128,7 +128,8 @@ def render(name: str, *, folder: Path = FIGURES) -> str:
     lines = ["| " + " | ".join(_cell(c, False) for c in columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_cell(row.get(c), scientific[c]) for c in columns) + " |" for row in rows]
     weights = f", {on['weights']}" if on.get("weights") else ""
-    lines += ["", f"Measured {on['date']} on {on['cpu']}, commit {on['commit']}{weights}: `{on['command']}`"]
+    adapter = f", GPU check on {on['gpu adapter']}" if on.get("gpu adapter") else ""
+    lines += ["", f"Measured {on['date']} on {on['cpu']}, commit {on['commit']}{weights}{adapter}: `{on['command']}`"]
     return "\n".join(lines)
 
 
@@ -217,17 +218,24 @@ def bare_figures(paths: list[Path | str], allowed: dict[str, str] = NOT_MEASURED
     return found
 
 
-def catalog_rows(catalog: dict) -> list[dict]:
-    """One row per model of a farm's catalog (size, CPU and GPU fidelity), and one for the bundle."""
+def catalog_rows(catalog: dict, cost: bool = False) -> list[dict]:
+    """One row per model of a farm's catalog (size, CPU and GPU fidelity), and one for the bundle; with `cost`,
+    what each file costs (its preset, GMAC, CPU ms, GPU seconds per inference, its export's seconds and peak RSS)."""
     rows = []
     for m in catalog["models"]:
         gpu, fid = m["gpu"], m["fidelity"]
+        costs = {}
+        if cost:
+            c = m["cost"]
+            costs = {"model": m["output"]["model"], "GMAC": m["gpu_lint"]["gmac"], "CPU ms": c["cpu_ms"],
+                     "GPU s": c.get("gpu_seconds", "skipped"), "export s": c["export_seconds"],
+                     "export peak RSS MiB": c["export_peak_rss_mib"]}
         rows.append({
-            "aspect": m["aspect"], "H x W": f"{m['height']} x {m['width']}", "MB": m["bytes"] / 1e6,
+            "aspect": m["aspect"], "H x W": f"{m['height']} x {m['width']}", "MB": m["bytes"] / 1e6, **costs,
             "CPU 1 - r": 1 - fid["pearson_min"], "CPU mean rel": fid["mean_rel_error_max"],
             "GPU 1 - r": 1 - gpu["pearson_min"] if gpu["checked"] else "skipped",
             "GPU mean rel": gpu["mean_rel_max"] if gpu["checked"] else "skipped",
-            "GPU adapter": gpu["adapter"] if gpu["checked"] else "skipped",
+            **({} if cost else {"GPU adapter": gpu["adapter"] if gpu["checked"] else "skipped"}),
         })
     if bundle := catalog.get("bundle"):
         rows.append({"aspect": "bundle", "H x W": f"all {len(bundle['signatures'])}", "MB": bundle["bytes"] / 1e6,
@@ -245,11 +253,15 @@ def weights_name(checkpoint: dict) -> str:
     return f"weights from a local checkpoint, sha256 {checkpoint['weights_sha256'][:12]}"
 
 
-def record_catalog(path: Path, commit: str, command: str, *, folder: Path = FIGURES) -> Path:
+def record_catalog(path: Path, commit: str, command: str, *, folder: Path = FIGURES, name: str = "catalog",
+                   cost: bool = False) -> Path:
     catalog = json.loads(Path(path).read_text())
     measured = {"date": catalog["created"][:10], "cpu": cpu_name(), "commit": commit,
                 "weights": weights_name(catalog["checkpoint"]), "command": command}
-    return record("catalog", catalog_rows(catalog), command, folder=folder, measured=measured)
+    if cost:  # one adapter for the whole table, said once
+        adapters = {m["gpu"]["adapter"] for m in catalog["models"] if m["gpu"]["checked"]}
+        measured["gpu adapter"] = ", ".join(sorted(adapters)) or "none: GPU check skipped"
+    return record(name, catalog_rows(catalog, cost), command, folder=folder, measured=measured)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,12 +270,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["catalog"]:
         parser = argparse.ArgumentParser(
             prog=f"python -m {module} catalog",
-            description="Record a farm's catalog as docs/figures/catalog.json. Run it on the machine that "
+            description="Record a farm's catalog as docs/figures/catalog.json (or NAME.json). Run it on the machine that "
                         "built the catalog: the CPU it names is this machine's; the date is the catalog's.")
         parser.add_argument("catalog", type=Path, help="the farm's artifacts/catalog.json")
         parser.add_argument("--commit", required=True, help="the farm checkout's commit that built it")
+        parser.add_argument("--record", default="catalog", metavar="NAME",
+                            help="write docs/figures/NAME.json (default: %(default)s)")
+        parser.add_argument("--cost", action="store_true",
+                            help="add what each file costs: preset, GMAC, CPU ms, GPU s, export s and peak RSS")
         args = parser.parse_args(argv[1:])
-        path = record_catalog(args.catalog, args.commit, command_line(module, argv))
+        path = record_catalog(args.catalog, args.commit, command_line(module, argv), name=args.record,
+                              cost=args.cost)
         print(f"figures: wrote {path}")
         return 0
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=__doc__.splitlines()[0])

@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 from matplotlib import colormaps
 
+import xml.etree.ElementTree as ET
+
 from da3_litert_farm.checks.agreement import compare, relative_error
+from da3_litert_farm.report.ladder import Point, ladder_svg
 from da3_litert_farm.report.report_images import Scale, colorize, depth_scale, error_scale, scale_bar
 from tests.farm_repo import run_stage
 
@@ -45,3 +48,22 @@ def test_without_a_catalog_the_report_says_what_to_run_and_writes_nothing(tmp_pa
     assert proc.returncode == 1
     assert "report: artifacts/catalog.json is missing: run `dvc repro`" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_ladder_puts_each_file_where_its_cost_and_error_are():
+    points = [Point("9x16", 117.5, 5.4e-4, "(896 x 504)"), Point("9x16-518", 39.2, 6.1e-4),
+              Point("3x4", 156.7, 6.4e-4), Point("3x4-518", 52.0, 3.0e-4)]
+    svg = ET.fromstring(ladder_svg(points, "GMAC per inference", "1 - r on the GPU accelerator, FP16"))
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    plot = svg.find("s:rect", ns)
+    left, top = float(plot.get("x")), float(plot.get("y"))
+    width, height = float(plot.get("width")), float(plot.get("height"))
+    ticks = [t.text for t in svg.findall("s:text", ns)]
+    assert "200" in ticks and "1e-3" in ticks and "2.5e-4" in ticks  # the axes end at round values over the largest
+    where = {g.get("data-label"): g.find("s:circle", ns) for g in svg.findall("s:g", ns)}
+    assert set(where) == {p.label for p in points}
+    for p in points:  # x from 0 to 200 GMAC, y from 0 (bottom) to 1e-3 (top), to the 0.1 pixel written
+        cx, cy = float(where[p.label].get("cx")), float(where[p.label].get("cy"))
+        assert cx == pytest.approx(left + width * p.cost / 200, abs=0.06)
+        assert cy == pytest.approx(top + height * (1 - p.error / 1e-3), abs=0.06)
+    assert svg.find("s:g/s:title", ns).text == "9x16: 117.5, 5.4e-4 (896 x 504)"

@@ -29,6 +29,7 @@ from da3_litert_farm.core import paths
 from da3_litert_farm.core.pipeline import PER_ASPECT_STAGES, stage_seconds
 from da3_litert_farm.checks.agreement import relative_error
 from da3_litert_farm.model.photo_input import cover_and_center_crop, load_photo
+from da3_litert_farm.report.ladder import Point, ladder_svg
 from da3_litert_farm.report.report_images import (ERROR_COLORS, Scale, as_plane, colorize, depth_scale, error_scale,
                                            scale_bar, write_png)
 
@@ -183,6 +184,18 @@ def models_table(records: list[dict]) -> str:
     return f'<table id="models"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+def ladder_section(records: list[dict]) -> str:
+    """Each file's GPU fidelity (FP16, the default mode; the CPU's where the GPU check was skipped) against its
+    GMAC per inference."""
+    on_gpu = all(r["gpu"]["checked"] for r in records)
+    points = [Point(r["model"]["aspect"], r["macs"] / 1e9,
+                    1 - (r["gpu"]["pearson_min"] if on_gpu else r["model"]["fidelity"]["pearson_min"]),
+                    f"({r['model']['height']} x {r['model']['width']}, CPU {cpu_ms(r['metrics'])} ms)")
+              for r in records]
+    where = "GPU accelerator, FP16" if on_gpu else "CPU (the GPU check was skipped)"
+    return ladder_svg(points, "GMAC per inference", f"1 - r on the {where}")
+
+
 def letterbox_table(records: list[dict]) -> str:
     head = ("aspect", "native", "square instead", "Pearson (worst photo)", "mean rel error (worst)",
             "GMACs native", "GMACs square", "square / native")
@@ -289,6 +302,10 @@ the mean relative error is per pixel, both on the worst validation photo. GMACs:
 counted from the .tflite graph. Stage times are this build's wall-clock seconds. The GPU adapter in full:
 {esc(adapters)}.</p>
 {models_table(records)}
+<h2>Cost and fidelity</h2>
+<p>Each file's worst-photo 1 - r against what one inference costs: a cheaper file (a lower long side) sits to the
+left; hover a point for its shape and CPU milliseconds.</p>
+{ladder_section(records)}
 <h2>The bundle: every aspect in one file</h2>
 {bundle_section(catalog)}
 <h2>Letterbox penalty: one square model instead</h2>

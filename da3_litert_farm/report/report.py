@@ -164,16 +164,18 @@ def other_modes(gpu: dict) -> str:
 
 
 def models_table(records: list[dict]) -> str:
-    head = ("aspect", "H x W", "MB", "sha256", "GMACs", "CPU ms", "CPU 1 - r", "CPU mean rel", "GPU 1 - r", "GPU mean rel",
+    head = ("aspect", "H x W", "MB", "sha256", "GMACs", "CPU ms", "GPU s", "export peak MiB", "CPU 1 - r",
+            "CPU mean rel", "GPU 1 - r", "GPU mean rel",
             "GPU adapter, precision", "other GPU modes: 1 - r, mean rel", f"seconds: {' / '.join(PER_ASPECT_STAGES)}")
     rows = []
     for r in records:
         m, gpu = r["model"], r["gpu"]
-        checked = gpu["checked"]
+        checked, cost = gpu["checked"], m.get("cost", {})  # cost: absent from a build made before the farm measured it
         seconds = " / ".join("-" if r["seconds"][s] is None else f"{r['seconds'][s]:.0f}" for s in PER_ASPECT_STAGES)
         rows.append(f'<tr data-aspect="{esc(m["aspect"])}">' + cells([
             (m["aspect"], False), (f"{m['height']} x {m['width']}", False), (f"{m['bytes'] / 1e6:.1f}", True),
             (m["sha256"][:12], False), (f"{r['macs'] / 1e9:.2f}", True), (cpu_ms(r["metrics"]), True),
+            (cost.get("gpu_seconds", "-"), True), (cost.get("export_peak_rss_mib", "-"), True),
             (sci(1 - m["fidelity"]["pearson_min"]), True), (sci(m["fidelity"]["mean_rel_error_max"]), True),
             (sci(1 - gpu["pearson_min"]) if checked else "-", True), (sci(gpu["mean_rel_max"]) if checked else "-", True),
             (f"{gpu['adapter']['name'].split(' (')[0]}, {gpu['precision']}"

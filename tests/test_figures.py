@@ -195,6 +195,7 @@ def test_a_catalog_recorded_with_its_cost_says_what_each_file_costs(tmp_path):
                              "export_peak_rss_mib": 17890},
                     "fidelity": {"pearson_min": 0.9999991, "mean_rel_error_max": 0.0011},
                     "gpu": {"checked": True, "pearson_min": 0.9991, "mean_rel_max": 0.012, "adapter": "llvmpipe"}}],
+        "bundle": {"bytes": 686_000_000, "singles_bytes": 680_000_000, "signatures": [{}]},
     }
     path = tmp_path / "catalog.json"
     path.write_text(json.dumps(catalog))
@@ -202,9 +203,10 @@ def test_a_catalog_recorded_with_its_cost_says_what_each_file_costs(tmp_path):
     figures.record_catalog(path, "f00ba12", command, folder=tmp_path, name="large", cost=True)
     lines = figures.render("large", folder=tmp_path).splitlines()
     assert lines[0] == ("| aspect | H x W | MB | model | GMAC | CPU ms | GPU s | export s | export peak RSS MiB "
-                        "| CPU 1 - r | CPU mean rel | GPU 1 - r | GPU mean rel |")
+                        "| CPU 1 - r | CPU mean rel | GPU 1 - r | GPU mean rel | x of the single files | x the largest file |")
     assert lines[2] == "| 3x4 | 518 x 392 | 680 | da3metric-large | 512 | 4321 | 302 | 402 | 17890 | 9.0e-7 | 1.1e-3 " \
-                       "| 9.0e-4 | 0.0120 |"
+                       "| 9.0e-4 | 0.0120 |  |  |"
+    assert lines[3] == "| bundle | all 1 | 686 |  |  |  |  |  |  |  |  |  |  | 1.01 | 1.01 |"
     assert lines[-1].endswith(", GPU check on llvmpipe: `" + command + "`")
 
 

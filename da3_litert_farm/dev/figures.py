@@ -238,8 +238,10 @@ def catalog_rows(catalog: dict, cost: bool = False) -> list[dict]:
             **({} if cost else {"GPU adapter": gpu["adapter"] if gpu["checked"] else "skipped"}),
         })
     if bundle := catalog.get("bundle"):
+        largest = max(m["bytes"] for m in catalog["models"])
         rows.append({"aspect": "bundle", "H x W": f"all {len(bundle['signatures'])}", "MB": bundle["bytes"] / 1e6,
-                     "x of the single files": bundle["bytes"] / bundle["singles_bytes"]})
+                     "x of the single files": bundle["bytes"] / bundle["singles_bytes"],
+                     **({"x the largest file": bundle["bytes"] / largest} if cost else {})})
     return rows
 
 

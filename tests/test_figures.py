@@ -195,7 +195,10 @@ def test_a_catalog_recorded_with_its_cost_says_what_each_file_costs(tmp_path):
                              "export_peak_rss_mib": 17890},
                     "fidelity": {"pearson_min": 0.9999991, "mean_rel_error_max": 0.0011},
                     "gpu": {"checked": True, "pearson_min": 0.9991, "mean_rel_max": 0.012, "adapter": "llvmpipe"}}],
-        "bundle": {"bytes": 686_000_000, "singles_bytes": 680_000_000, "signatures": [{}]},
+        "bundle": {"bytes": 686_000_000, "singles_bytes": 680_000_000, "signatures": [{}],
+                   "load": {"gpu": {"bundle": {"seconds": 12.7, "peak_growth_mib": 5959.5},
+                                    "bundle_one_signature": {"aspect": "3x4", "seconds": 3.4, "peak_growth_mib": 4075.4},
+                                    "single": {"aspect": "3x4", "seconds": 3.3, "peak_growth_mib": 4071.7}}}},
     }
     path = tmp_path / "catalog.json"
     path.write_text(json.dumps(catalog))
@@ -208,6 +211,11 @@ def test_a_catalog_recorded_with_its_cost_says_what_each_file_costs(tmp_path):
                        "| 9.0e-4 | 0.0120 |  |  |"
     assert lines[3] == "| bundle | all 1 | 686 |  |  |  |  |  |  |  |  |  |  | 1.01 | 1.01 |"
     assert lines[-1].endswith(", GPU check on llvmpipe: `" + command + "`")
+    load = figures.render("large-load", folder=tmp_path).splitlines()
+    assert load[:5] == ["| runtime | load | seconds | peak growth MiB | x the file's memory |", "|---|---|---|---|---|",
+                        "| GPU | bundle, every signature | 12.7 | 5960 | 1.46 |",
+                        "| GPU | bundle, only 3x4 | 3.40 | 4075 | 1.00 |",
+                        "| GPU | 3x4's own file | 3.30 | 4072 | 1.00 |"]
 
 
 def test_bench_install_records_what_it_prints(tmp_path, monkeypatch, capsys):

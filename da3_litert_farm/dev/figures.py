@@ -245,6 +245,22 @@ def catalog_rows(catalog: dict, cost: bool = False) -> list[dict]:
     return rows
 
 
+def bundle_load_rows(catalog: dict) -> list[dict]:
+    """What loading the catalog's bundle cost, per runtime, as its bundle stage measured it: every signature, only
+    one (LiteRT's C API), and that signature's own file."""
+    rows = []
+    for runtime, costs in catalog["bundle"]["load"].items():
+        single = costs["single"]
+        for which, label in (("bundle", "bundle, every signature"), ("bundle_one_signature", "bundle, only {}"),
+                             ("single", "{}'s own file")):
+            if which in costs:
+                c = costs[which]
+                rows.append({"runtime": runtime.upper(), "load": label.format(c.get("aspect", single["aspect"])),
+                             "seconds": c["seconds"], "peak growth MiB": c["peak_growth_mib"],
+                             "x the file's memory": c["peak_growth_mib"] / single["peak_growth_mib"]})
+    return rows
+
+
 def weights_name(checkpoint: dict) -> str:
     """Which weights a catalog was built from, in a few words (its fidelity figures depend on them)."""
     if checkpoint["source"] == "random":
@@ -263,6 +279,8 @@ def record_catalog(path: Path, commit: str, command: str, *, folder: Path = FIGU
     if cost:  # one adapter for the whole table, said once
         adapters = {m["gpu"]["adapter"] for m in catalog["models"] if m["gpu"]["checked"]}
         measured["gpu adapter"] = ", ".join(sorted(adapters)) or "none: GPU check skipped"
+    if cost and catalog.get("bundle", {}).get("load"):
+        record(f"{name}-load", bundle_load_rows(catalog), command, folder=folder, measured=measured)
     return record(name, catalog_rows(catalog, cost), command, folder=folder, measured=measured)
 
 
@@ -279,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--record", default="catalog", metavar="NAME",
                             help="write docs/figures/NAME.json (default: %(default)s)")
         parser.add_argument("--cost", action="store_true",
-                            help="add what each file costs: preset, GMAC, CPU ms, GPU s, export s and peak RSS")
+                            help="add what each file costs: preset, GMAC, CPU ms, GPU s, export s and peak RSS; and "
+                                 "write NAME-load.json, what loading the bundle cost")
         args = parser.parse_args(argv[1:])
         path = record_catalog(args.catalog, args.commit, command_line(module, argv), name=args.record,
                               cost=args.cost)

@@ -142,11 +142,11 @@ def closest_aspect(aspects: list[Aspect], width: int, height: int) -> tuple[Aspe
 def within_tier(aspects: list[Aspect], long_side: int | None = None, max_gmac: float | None = None,
                 gmac: dict[str, float] | None = None) -> tuple[list[Aspect], str | None]:
     """The files an app may choose from before the camera decides: those of one long side (`long_side`), or
-    those whose cost (`gmac`: GMAC per inference by aspect name) is within a budget (`max_gmac`). When neither
-    is given, the largest file of each ratio: so a 16:9 file at 518 never wins over the one at 896 by a pixel
-    ratio its rounding made a hair closer to the camera's, and files of different ratios all stay, whatever
-    their long sides. Returns them and a sentence saying what the tier kept (None when it kept every file), or
-    raises AspectError naming what the catalog offers."""
+    the largest file of each ratio among those whose cost (`gmac`: GMAC per inference by aspect name) is within a
+    budget (`max_gmac`). When neither is given, the largest file of each ratio. So a 16:9 file at 518 never wins
+    over the one at 896 that the budget allows by a pixel ratio its rounding made a hair closer to the camera's,
+    and files of different ratios all stay, whatever their long sides. Returns them and a sentence saying what
+    the tier kept (None when it kept every file), or raises AspectError naming what the catalog offers."""
     if long_side is not None:
         kept = [a for a in aspects if a.long_side == long_side]
         if not kept:
@@ -157,21 +157,28 @@ def within_tier(aspects: list[Aspect], long_side: int | None = None, max_gmac: f
         if gmac is None or any(a.name not in gmac for a in aspects):
             raise AspectError("this catalog records no GMAC per file (made before the farm counted them): choose "
                               "a tier by long side instead")
-        kept = [a for a in aspects if gmac[a.name] <= max_gmac]
-        if not kept:
+        fit = [a for a in aspects if gmac[a.name] <= max_gmac]
+        if not fit:
             cheapest = min(aspects, key=lambda a: gmac[a.name])
             raise AspectError(f"no file within {max_gmac:g} GMAC: the cheapest, {cheapest.name} "
                               f"(HxW {cheapest.shape}), costs {gmac[cheapest.name]:g} GMAC per inference")
-        return kept, (f"budget {max_gmac:g} GMAC: {len(kept)} of {len(aspects)} files fit (long sides "
-                      f"{', '.join(map(str, sorted({a.long_side for a in kept})))})")
+        kept = _largest_of_each_ratio(fit)
+        return kept, (f"budget {max_gmac:g} GMAC: {len(fit)} of {len(aspects)} files fit (long sides "
+                      f"{', '.join(map(str, sorted({a.long_side for a in fit})))})"
+                      + (f", the largest of each ratio among them: {len(kept)}" if len(kept) < len(fit) else ""))
+    kept = _largest_of_each_ratio(aspects)
+    if len(kept) == len(aspects):
+        return aspects, None
+    return kept, (f"the largest file of each ratio (--long-side or --max-gmac for a smaller one): "
+                  f"{len(kept)} of {len(aspects)} files")
+
+
+def _largest_of_each_ratio(aspects: list[Aspect]) -> list[Aspect]:
+    """Of the files of one nominal ratio (the catalog's W:H), the one with the most pixels; in catalog order."""
     largest: dict[Decimal, Aspect] = {}
     for a in aspects:
         w, h = parse_ratio(a.name, a.ratio)
         best = largest.setdefault(w / h, a)
         if a.height * a.width > best.height * best.width:
             largest[w / h] = a
-    kept = [a for a in aspects if a in largest.values()]
-    if len(kept) == len(aspects):
-        return aspects, None
-    return kept, (f"the largest file of each ratio (--long-side or --max-gmac for a smaller one): "
-                  f"{len(kept)} of {len(aspects)} files")
+    return [a for a in aspects if a in largest.values()]

@@ -62,10 +62,25 @@ def ladder_svg(points: list[Point], x_title: str, y_title: str) -> str:
                  f'{esc(x_title)}</text>')
     parts.append(f'<text x="14" y="{TOP + plot_h / 2:.1f}" text-anchor="middle" font-size="12" '
                  f'transform="rotate(-90 14 {TOP + plot_h / 2:.1f})">{esc(y_title)}</text>')
+    labels: list[tuple[float, float, float]] = []  # x, baseline y and width of each label placed
+    dots = [(x(p.cost), y(p.error)) for p in points]
+
+    def clashes(lx: float, ly: float, width: float) -> bool:
+        """Whether a label there would cover another label or a point (11-pixel text: 13 pixels a line)."""
+        return (any(lx < ox + ow and ox < lx + width and abs(ly - oy) < 13 for ox, oy, ow in labels)
+                or any(lx - 5 < dx < lx + width + 5 and ly - 16 < dy < ly + 5 for dx, dy in dots))
+
     for p in points:
+        width, label_x, label_y = 6.5 * len(p.label), x(p.cost) + 8, y(p.error) - 6
+        # Points close together (two tiers of one cost) would print their labels over each other: step down.
+        for _ in range(4):
+            if not clashes(label_x, label_y, width):
+                break
+            label_y += 13
+        labels.append((label_x, label_y, width))
         parts.append(f'<g class="point" data-label="{esc(p.label)}"><title>{esc(p.label)}: {_fmt(p.cost)}, '
                      f'{_fmt(p.error)}{esc(" " + p.note if p.note else "")}</title>'
                      f'<circle cx="{x(p.cost):.1f}" cy="{y(p.error):.1f}" r="5" fill="#3367d6"/>'
-                     f'<text x="{x(p.cost) + 8:.1f}" y="{y(p.error) - 6:.1f}" font-size="11">{esc(p.label)}</text></g>')
+                     f'<text x="{label_x:.1f}" y="{label_y:.1f}" font-size="11">{esc(p.label)}</text></g>')
     parts.append("</svg>")
     return "".join(parts)

@@ -20,6 +20,7 @@ def test_each_presets_sizes_are_the_official_networks(name):
     assert (vit.embed_dim, vit.blocks[0].attn.num_heads, vit.blocks[0].mlp.fc1.out_features) == \
         (p.embed_dim, p.heads, p.mlp_hidden)
     head = net.head
+    assert type(head).__name__.lower() == p.head
     assert [conv.out_channels for conv in head.projects] == list(p.head_out_channels)
     assert head.scratch.output_conv1.in_channels == p.head_features
     assert head.scratch.output_conv1.out_channels == p.head_features // 2

@@ -100,4 +100,3 @@ OUTPUTS = {
 def output_entry(model: Preset) -> dict:
     """What the file's output means (catalog `output`, every sidecar, `farm show`)."""
     return {"model": model.name, **OUTPUTS[model.output]}
-

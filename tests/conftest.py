@@ -65,7 +65,8 @@ def pytest_collection_finish(session):
 def module_dir(tmp_path_factory, request) -> Iterator[Callable[[str], Path]]:
     """`tmp_path_factory.mktemp` for a module's shared builds, removed when the module is done:
     a farm with its DVC cache is GBs, and a full run would otherwise keep them all to the end.
-    Kept if a test failed, like a failing test's tmp_path (pyproject.toml: retention "failed")."""
+    Kept if a test failed, like a failing test's tmp_path (pyproject.toml: retention "failed"), while
+    BIG_BUILDS_FREE_GB stay free."""
     made: list[Path] = []
 
     def make(name: str) -> Path:
@@ -73,7 +74,10 @@ def module_dir(tmp_path_factory, request) -> Iterator[Callable[[str], Path]]:
         return made[-1]
 
     yield make
-    if not request.session.testsfailed:
+    # A failure keeps them only while the disk can spare them: kept builds after an early failure
+    # filled a CI disk (stop 35), turning one failure into a hundred ENOSPC errors.
+    roomy = shutil.disk_usage(tempfile.gettempdir()).free / 1e9 >= BIG_BUILDS_FREE_GB
+    if not (request.session.testsfailed and roomy):
         for path in made:
             shutil.rmtree(path, ignore_errors=True)
 

@@ -1,6 +1,7 @@
-"""`checkpoint` stage: the weights, once, in artifacts/checkpoint/ in the Hub layout, with provenance.json.
+"""`checkpoint@MODEL` stage: a model's weights, once, in artifacts/checkpoints/MODEL/ in the Hub layout, with
+provenance.json.
 
-    python -m stages.checkpoint
+    python -m stages.checkpoint small
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from da3_litert_farm.model.checkpoint import build_checkpoint
 
 
 def checkpoint(run: stage.Run) -> None:
-    with fileio.atomic_dir(paths.CHECKPOINT_DIR) as tmp:
-        provenance = build_checkpoint(run.params.checkpoint, tmp)
-        fileio.write_json(tmp / paths.PROVENANCE.name, provenance)
-    print(f"checkpoint: {provenance['source']} weights sha256 {provenance['weights_sha256'][:16]}... "
+    with fileio.atomic_dir(paths.checkpoint_dir(run.model)) as tmp:
+        provenance = build_checkpoint(run.params.models[run.model], tmp, key=f"models.{run.model}")
+        fileio.write_json(tmp / paths.provenance(run.model).name, provenance)
+    print(f"checkpoint {run.model}: {provenance['source']} weights sha256 {provenance['weights_sha256'][:16]}... "
           f"in {run.seconds():.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage.run("checkpoint", __doc__, checkpoint, checkpoint_files=True, argv=argv)
+    return stage.run("checkpoint", __doc__, checkpoint, over="model", checkpoint_files=True, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""`export@ASPECT` stage: the patched program -> FP32 .tflite with litert-torch.
+"""`export@CELL` stage: the patched program -> FP32 .tflite with litert-torch.
 
-    python -m stages.export 9x16
+    python -m stages.export small-896-9x16
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from da3_litert_farm.core import fileio, paths
 
 
 def export(run: stage.Run) -> None:
-    name = run.aspect.name
+    name = run.cell.name
     out = paths.fp32_model(name)
     stats = export_program_file(paths.patched_program(name), out)
-    fileio.write_json(paths.export_report(name), {"aspect": name, **stats})
+    fileio.write_json(paths.export_report(name), {"cell": name, **stats})
     print(f"export {out}: {stats['bytes'] / 1e6:.1f} MB in {stats['seconds']:.1f} s, "
           f"peak RSS {stats['peak_rss_mb']:.0f} MB")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage.run("export", __doc__, export, aspect=True, argv=argv)
+    return stage.run("export", __doc__, export, over="cell", argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""`gpu@ASPECT` stage: the shipped file on LiteRT's real GPU accelerator, in FP16 (and each other mode of
+"""`gpu@CELL` stage: the shipped file on LiteRT's real GPU accelerator, in FP16 (and each other mode of
 validation.gpu_modes), vs the official model.
 
-    python -m stages.gpu 9x16
+    python -m stages.gpu small-896-9x16
 
 Writes gpu.json and gpu_depth.npz, then exits 1 if a gate failed (da3_litert_farm.checks.gpu). Run it
 alone: on a software adapter heavy work beside it can make a GPU read fail.
@@ -19,30 +19,30 @@ from da3_litert_farm.core import fileio, paths
 
 
 def check(run: stage.Run) -> int | None:
-    aspect = run.aspect
-    record, depths = gpu_check(aspect, run.params.validation)
-    with fileio.atomic_path(paths.gpu_depth(aspect.name)) as tmp:
+    cell = run.cell
+    record, depths = gpu_check(cell, run.params.validation)
+    with fileio.atomic_path(paths.gpu_depth(cell.name)) as tmp:
         np.savez_compressed(tmp, **depths)  # what the GPU computed, for the report (none when skipped)
-    fileio.write_json(paths.gpu_metrics(aspect.name), record)
+    fileio.write_json(paths.gpu_metrics(cell.name), record)
     if not record["passed"]:
         return run.failed(record["failures"])
     if not record["checked"]:
-        print(f"gpu {aspect.name}: SKIPPED ({record['reason']})")
+        print(f"gpu {cell.name}: SKIPPED ({record['reason']})")
         return None
-    print(f"gpu {aspect.name}: {aspect.shape} on {record['adapter']['name']} ({record['adapter']['type']}), "
+    print(f"gpu {cell.name}: {cell.shape} on {record['adapter']['name']} ({record['adapter']['type']}), "
           f"fully accelerated, {record['precision']}: pearson >= {record['pearson_min']:.7f} "
           f"(1-r {1 - record['pearson_min']:.1e}), mean rel error <= {record['mean_rel_max']:.1e}, "
           f"{len(record['photos'])} photo{'s' if len(record['photos']) > 1 else ''} "
           f"({', '.join(record['photos'])}), {record['seconds']:.1f} s")
     for mode, m in record.get("modes", {}).items():
-        print(f"gpu {aspect.name}: {mode}: pearson >= {m['pearson_min']:.7f} (1-r {1 - m['pearson_min']:.1e}), "
+        print(f"gpu {cell.name}: {mode}: pearson >= {m['pearson_min']:.7f} (1-r {1 - m['pearson_min']:.1e}), "
               f"mean rel error <= {m['mean_rel_max']:.1e}, {m['seconds']:.1f} s")
-    print(f"gpu {aspect.name}: recommended GPU mode for apps: {record['recommended_mode']}")
+    print(f"gpu {cell.name}: recommended GPU mode for apps: {record['recommended_mode']}")
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage.run("gpu", __doc__, check, aspect=True, argv=argv)
+    return stage.run("gpu", __doc__, check, over="cell", argv=argv)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,12 @@ def check(run: stage.Run) -> None:
     params = run.params
     if run.args.write:
         write_checked(params)
-    for a in params.aspects.values():
-        plan = plan_tensors(params.model, a.height, a.width, params.max_tensor_mib * MIB)
+    width = max(len(name) for name in params.cells)
+    for c in params.cells.values():
+        plan = plan_tensors(params.preset(c.model), c.height, c.width, params.max_tensor_mib * MIB)
         chunked = f", attention in chunks of {plan.query_chunk} queries" if plan.query_chunk else ""
-        print(f"{a.name:>10}  ratio {a.ratio:>7}  H x W = {a.height} x {a.width}  largest GPU tensor "
-              f"{plan.largest_bytes / MIB:.1f} MiB ({plan.largest_name}){chunked}")
+        print(f"{c.name:>{width}}  {c.preset}  ratio {c.ratio:>7}  H x W = {c.height} x {c.width}  largest GPU "
+              f"tensor {plan.largest_bytes / MIB:.1f} MiB ({plan.largest_name}){chunked}")
 
 
 def flags(parser) -> None:

@@ -1,6 +1,6 @@
-"""`patch@ASPECT` stage: the official model -> the GPU-clean program for one aspect, checked exact.
+"""`patch@CELL` stage: the official model -> the GPU-clean program for one cell (model, tier, aspect), checked exact.
 
-    python -m stages.patch 9x16
+    python -m stages.patch small-896-9x16
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ from da3_litert_farm.model.weights import load_official_from_dir
 
 
 def patch(run: stage.Run) -> None:
-    aspect = run.aspect
-    options = shipped_options(run.params.model, aspect.height, aspect.width, run.params.max_tensor_mib)
-    official = load_official_from_dir(paths.CHECKPOINT_DIR)
-    mono, report = patch_model(official, aspect.height, aspect.width, options)
-    export_program(mono, paths.patched_program(aspect.name))
-    fileio.write_json(paths.patch_report(aspect.name), {"aspect": aspect.name, **report, "seconds": run.seconds()})
+    cell = run.cell
+    options = shipped_options(run.params.preset(cell.model), cell.height, cell.width, run.params.max_tensor_mib)
+    official = load_official_from_dir(paths.checkpoint_dir(cell.model))
+    mono, report = patch_model(official, cell.height, cell.width, options)
+    export_program(mono, paths.patched_program(cell.name))
+    fileio.write_json(paths.patch_report(cell.name), {"cell": cell.name, **report, "seconds": run.seconds()})
     chunk = options.attention_query_chunk
     chunking = f", attention in chunks of {chunk} queries" if chunk else ""
-    print(f"patch {aspect.name}: {aspect.shape} exact to {report['relative_error']:.1e} of the depth range"
+    print(f"patch {cell.name}: {cell.shape} exact to {report['relative_error']:.1e} of the depth range"
           f"{chunking} ({run.seconds():.1f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage.run("patch", __doc__, patch, aspect=True, argv=argv)
+    return stage.run("patch", __doc__, patch, over="cell", argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""`quantize@ASPECT` stage: FP32 .tflite -> the shipped file, FP16 weights.
+"""`quantize@CELL` stage: FP32 .tflite -> the shipped file, FP16 weights.
 
-    python -m stages.quantize 9x16
+    python -m stages.quantize small-896-9x16
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from da3_litert_farm.core import fileio, paths
 
 
 def quantize(run: stage.Run) -> None:
-    name = run.aspect.name
+    name = run.cell.name
     src, dst = paths.fp32_model(name), paths.fp16_model(name)
     quantize_fp16(src, dst)
     fileio.write_json(paths.quantize_report(name), {
-        "aspect": name, "seconds": run.seconds(),
+        "cell": name, "seconds": run.seconds(),
         "fp32_bytes": src.stat().st_size, "fp16_bytes": dst.stat().st_size})
     print(f"quantize {name}: {src.stat().st_size / 1e6:.1f} MB FP32 -> {dst.stat().st_size / 1e6:.1f} MB "
           f"FP16 in {run.seconds():.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage.run("quantize", __doc__, quantize, aspect=True, argv=argv)
+    return stage.run("quantize", __doc__, quantize, over="cell", argv=argv)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,11 @@ def report(run: stage.Run) -> None:
     with fileio.atomic_dir(paths.REPORT_IMAGES) as images:
         text, figures = build(catalog, images)
     fileio.write_bytes(paths.REPORT_PAGE, text.encode())
-    with fileio.atomic_dir(paths.SUMMARY) as folder:  # holds exactly the catalogued aspects
-        for aspect, row in figures.items():
-            fileio.write_json(folder / paths.summary(aspect).name, row)
+    with fileio.atomic_dir(paths.SUMMARY) as folder:  # holds exactly the catalogued cells
+        for cell, row in figures.items():
+            fileio.write_json(folder / paths.summary(cell).name, row)
     fileio.write_json(paths.PLOTS, plot_rows(figures))
-    print(f"report: {len(figures)} aspects -> {paths.REPORT_PAGE} ({run.seconds():.1f} s)")
+    print(f"report: {len(figures)} cells -> {paths.REPORT_PAGE} ({run.seconds():.1f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from da3_litert_farm.convert.quantize import quantize_fp16
 from da3_litert_farm.model.stress import stress_model
 from da3_litert_farm.model.weights import write_hub_layout
 
-from tests.farm_repo import SMALL_ASPECTS, Farm, chain, new_farm
+from tests.farm_repo import BUNDLE_STAGE, CHECKPOINT_STAGE, SMALL_ASPECTS, Farm, chain, new_farm
 
 SMALL = (126, 224)  # H x W: 9 x 16 patches, landscape
 # SwiftShader, a software Vulkan driver without FP16 arithmetic, inside Debian's chromium (which `make test`
@@ -126,7 +126,7 @@ def first_build(tmp_path_factory, stress_net) -> FirstBuild:
     """Two small aspects built from nothing by a plain sequential `dvc repro`."""
     farm = new_farm(tmp_path_factory.mktemp("farm"), stress_net, SMALL_ASPECTS)
     ran, _ = farm.repro()
-    assert ran == {"params", "checkpoint", "bundle", "catalog", "report"} | chain("a", "b")
+    assert ran == {"params", CHECKPOINT_STAGE, BUNDLE_STAGE, "catalog", "report"} | chain("a", "b")
     return FirstBuild(farm, farm.lock(), farm.catalog())
 
 

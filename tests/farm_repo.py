@@ -13,12 +13,16 @@ from pathlib import Path
 import torch
 import yaml
 
+from da3_litert_farm.core import paths
+from da3_litert_farm.core.cells import bundle_name, cell_name
 from da3_litert_farm.core.fileio import sha256_file
-from da3_litert_farm.core.pipeline import aspect_stages
+from da3_litert_farm.core.pipeline import cell_stages, stage_name
 from da3_litert_farm.model.weights import write_hub_layout
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL_ASPECTS = {"a": {"height": 126, "width": 224}, "b": {"ratio": "9:16", "long_side": 224}}
+MODEL = "small"  # the one model of the tests' farms
+SMALL_TIER = 224
+SMALL_ASPECTS = {"a": {"ratio": "16:9"}, "b": {"ratio": "9:16"}}  # at SMALL_TIER: 126x224, 224x126
 
 
 def run_stage(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -28,9 +32,18 @@ def run_stage(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
                           text=True)
 
 
-def chain(*aspects: str) -> set[str]:
-    """Every per-aspect stage of these aspects."""
-    return {name for a in aspects for name in aspect_stages(a)}
+def cell(aspect: str, tier: int = SMALL_TIER, model: str = MODEL) -> str:
+    """The cell of an aspect of the tests' farms: MODEL-TIER-ASPECT."""
+    return cell_name(model, tier, aspect)
+
+
+BUNDLE_STAGE = stage_name("bundle", bundle_name(MODEL, SMALL_TIER))  # the tests' farms' one bundle
+CHECKPOINT_STAGE = stage_name("checkpoint", MODEL)
+
+
+def chain(*aspects: str, tier: int = SMALL_TIER) -> set[str]:
+    """Every per-cell stage of these aspects' cells at one tier of the tests' model."""
+    return {name for a in aspects for name in cell_stages(cell(a, tier))}
 
 
 def repo_files() -> list[str]:
@@ -94,8 +107,8 @@ class Farm:
     def lock(self) -> dict:
         return yaml.safe_load((self.root / "dvc.lock").read_text())["stages"]
 
-    def file_hashes(self, aspect: str) -> dict[str, str]:
-        folder = self.root / "artifacts" / "models" / aspect
+    def file_hashes(self, cell: str) -> dict[str, str]:
+        folder = self.root / paths.cell_dir(cell)
         return {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
 
 
@@ -106,16 +119,17 @@ def default_gpu_mode_only(doc: dict) -> None:
     doc["validation"]["gpu_mode_gates"] = {}
 
 
-def new_farm(root: Path, weights: torch.nn.Module, aspects: dict) -> Farm:
-    """The repository's files in `root`, a git repo whose params build `aspects` from `weights`
-    (a Hub-layout checkpoint under checkpoints/, `source: local`)."""
+def new_farm(root: Path, weights: torch.nn.Module, aspects: dict, tiers: tuple[int, ...] = (SMALL_TIER,)) -> Farm:
+    """The repository's files in `root`, a git repo whose params build `aspects` at `tiers` from `weights`
+    (model MODEL: a Hub-layout checkpoint under checkpoints/, `source: local`)."""
     for f in repo_files():
         (root / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / f, root / f)
     write_hub_layout(root / "checkpoints" / "stress", weights)
     farm = Farm(root)
     doc = farm.params
-    doc["checkpoint"].update(source="local", path="checkpoints/stress")
+    doc["models"] = {MODEL: {**doc["models"]["small"], "source": "local", "path": "checkpoints/stress"}}
+    doc["tiers"] = list(tiers)
     doc["aspects"] = dict(aspects)
     default_gpu_mode_only(doc)
     farm.set_params(doc)

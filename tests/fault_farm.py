@@ -25,12 +25,12 @@ from pathlib import Path
 
 import yaml
 
-from tests.farm_repo import REPO, Farm, default_gpu_mode_only, repo_files
+from tests.farm_repo import MODEL, REPO, Farm, default_gpu_mode_only, repo_files
 
 # Three tiny aspects and their bundle: four shipped files of ~50 MB each, enough for a push to be killed
 # half-way. test_publish_pull starts from a copy too. The GPU check is skipped here (test_faults_build.py runs it).
-ASPECTS = {"9x16": {"ratio": "9:16", "long_side": 112}, "3x4": {"ratio": "3:4", "long_side": 112},
-           "16x9": {"ratio": "16:9", "long_side": 112}}
+ASPECTS = {"9x16": {"ratio": "9:16"}, "3x4": {"ratio": "3:4"}, "16x9": {"ratio": "16:9"}}
+TIER = 112
 # What a dry-run publish needs: stress weights, no GPU check, no publisher key.
 PUBLISH = ("-m", "da3_litert_farm.ops.publish", "--allow-unchecked-gpu", "--allow-stress", "--unsigned")
 TRIALS_ENV = "FARM_FAULT_TRIALS"
@@ -54,7 +54,8 @@ def build_template(root: Path) -> Farm:
         (farm.root / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / f, farm.root / f)
     doc = farm.params
-    doc["checkpoint"].update(source="random", seed=0)
+    doc["models"] = {MODEL: {"source": "random", "preset": "da3-small", "seed": 0}}
+    doc["tiers"] = [TIER]
     doc["aspects"] = dict(ASPECTS)
     doc["validation"]["gpu"] = "skip"
     default_gpu_mode_only(doc)  # where a fault test turns the GPU check on, one mode is enough
@@ -119,7 +120,7 @@ def shipped_objects(repo: Path, rev: str, read: Callable[[str], bytes | None]) -
     show = lambda path: subprocess.run(["git", "show", f"{rev}:{path}"], cwd=repo, capture_output=True, text=True,
                                        check=True).stdout
     catalog = json.loads(show("artifacts/catalog.json"))
-    files = [m["file"] for m in catalog["models"]] + ([catalog["bundle"]["file"]] if "bundle" in catalog else [])
+    files = [m["file"] for m in catalog["models"]] + [b["file"] for b in catalog["bundles"]]
     outs = {o["path"]: o["md5"] for stage in yaml.safe_load(show("dvc.lock"))["stages"].values()
             for o in stage.get("outs", [])}
     objects = {}

@@ -14,7 +14,6 @@ from da3_litert_farm.core.aspects import AspectError, Shape, closest_aspect, pla
         # 896 * 9 / 19.5 = 413.5 -> 29.5 patches, rounds up to 30 -> 420
         ({"ratio": "9:19.5"}, Shape(896, 420)),
         # 224 * 9 / 16 = 126 exactly
-        ({"ratio": "9:16", "long_side": 224}, Shape(224, 126)),
         # 896 * 2 / 3 = 597.33 -> 42.67 patches -> 43 -> 602
         ({"ratio": "2:3"}, Shape(896, 602)),
         ({"height": 126, "width": 224}, Shape(126, 224)),
@@ -28,8 +27,9 @@ def test_explicit_sizes_get_a_reduced_ratio():
     assert plan_aspect("a", {"height": 896, "width": 504}).ratio == "9:16"
 
 
-def test_long_side_default_comes_from_the_caller():
-    assert plan_aspect("a", {"ratio": "9:16"}, default_long_side=448).shape == Shape(448, 252)
+def test_the_long_side_is_the_tier_the_caller_plans_at():
+    assert plan_aspect("a", {"ratio": "9:16"}, 448).shape == Shape(448, 252)
+    assert plan_aspect("a", {"ratio": "9:16"}, 224).shape == Shape(224, 126)
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,6 @@ def test_long_side_default_comes_from_the_caller():
         ({"ratio": "1:40"}, "below the minimum 56"),
         ({"ratio": "9:16", "height": 896}, "either ratio"),
         ({"height": 896}, "both height and width"),
-        ({"height": 896, "width": 504, "long_side": 896}, "long_side applies to ratio entries only"),
     ],
 )
 def test_invalid_entries_name_the_aspect_and_rule(entry, message):
@@ -71,7 +70,7 @@ def test_closest_aspect(camera, expected):
 
 
 def test_closest_aspect_tie_prefers_larger_model_then_name():
-    small = plan_aspect("s", {"ratio": "1:1", "long_side": 448})
+    small = plan_aspect("s", {"ratio": "1:1"}, 448)
     large = plan_aspect("l", {"ratio": "1:1"})
     assert closest_aspect([small, large], 100, 100)[0].name == "l"
     # 1:1 camera between 3:4 and 4:3 (equal distance in log space): the larger, then by name
@@ -91,7 +90,7 @@ def test_default_aspects_cover_every_phone_camera_frame(camera, expected):
     from da3_litert_farm.config.params import load_params
 
     params = load_params(Path(__file__).parents[1] / "params.yaml", checkpoint_files=False)
-    aspect, _ = closest_aspect(list(params.aspects.values()), *camera)
+    aspect, _ = closest_aspect([c.aspect for c in params.cells.values()], *camera)
     assert aspect.name == expected
     # The centre crop keeps all but a sliver: the short side is the nearest multiple of 14 (half a patch off at most).
     kept = min(camera[0] / camera[1] * aspect.height / aspect.width, camera[1] / camera[0] * aspect.width / aspect.height)

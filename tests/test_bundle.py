@@ -20,6 +20,7 @@ from ai_edge_litert.tools import flatbuffer_utils
 
 from da3_litert_farm.convert import tflite_bundle
 from da3_litert_farm.core.aspects import Aspect, Shape
+from da3_litert_farm.core.cells import Cell
 from da3_litert_farm.checks.bundle import check_sharing
 from da3_litert_farm.convert.export import convert_to_tflite
 from da3_litert_farm.checks.fidelity import TFLiteModel
@@ -116,14 +117,14 @@ def test_three_signatures_share_what_two_share(singles, tmp_path):
 
 
 def shipped(name: str, path: Path, shape) -> Shipped:
-    return Shipped(Aspect(name, "x", Shape(*shape)), path, "", {}, {}, {})
+    return Shipped(Cell("small", "da3-small", max(shape), Aspect(name, "x", Shape(*shape))), path, "", {}, {}, {})
 
 
 def test_the_sharing_gate_refuses_aspects_built_from_different_checkpoints(singles, tmp_path):
     same = [shipped("land", singles["land"], SMALL), shipped("port", singles["port"], PORTRAIT)]
     other = [shipped("land", singles["land"], SMALL), shipped("other", singles["other"], PORTRAIT)]
     for group, expect_pass in ((same, True), (other, False)):
-        files = {s.aspect.name: s.file for s in group}
+        files = {s.signature: s.file for s in group}
         data = tflite_bundle.merge(files)
         parts = {name: tflite_bundle.file_bytes(path) for name, path in files.items()}
         gate, failures = check_sharing(len(data), group, parts, tflite_bundle.own_bytes(files))
@@ -160,25 +161,29 @@ def test_the_bundle_stage_refuses_unshared_weights_and_writes_nothing(singles, t
     from da3_litert_farm.core import fileio, paths
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["tiers"] = [max(SMALL)]
     params["aspects"] = {"land": {"height": SMALL[0], "width": SMALL[1]},
                          "other": {"height": PORTRAIT[0], "width": PORTRAIT[1]}}
+    bundle = f"small-{max(SMALL)}"
     params["validation"]["gpu"] = "skip"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)
-    for name, source in (("land", singles["land"]), ("other", singles["other"])):
-        shape = SMALL if name == "land" else PORTRAIT
-        paths.aspect_dir(name).mkdir(parents=True)
+    for aspect, source in (("land", singles["land"]), ("other", singles["other"])):
+        shape, name = SMALL if aspect == "land" else PORTRAIT, f"{bundle}-{aspect}"
+        paths.cell_dir(name).mkdir(parents=True)
         shutil.copy(source, paths.fp16_model(name))
         sha = fileio.sha256_file(source)
         fileio.write_json(paths.metrics(name), {"passed": True, "height": shape[0], "width": shape[1], "sha256": sha})
         fileio.write_json(paths.lint_report(name), {"sha256": sha})
         fileio.write_json(paths.gpu_metrics(name), {"passed": True, "checked": False, "sha256": sha})
-    proc = run_stage("bundle", cwd=tmp_path)
+    proc = run_stage("bundle", bundle, cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     err = proc.stderr
-    assert "bundle: FAILED sharing: the bundle is" in err and "same checkpoint" in err
-    assert not paths.BUNDLE_DIR.exists()
-    assert not [p for p in paths.ARTIFACTS.iterdir() if p.name.startswith(".")]  # no temporary left behind
+    assert f"bundle {bundle}: FAILED sharing: the bundle is" in err and "same checkpoint" in err
+    assert not paths.bundle_dir(bundle).exists()
+    left = [p for folder in (paths.ARTIFACTS, paths.BUNDLES) if folder.is_dir() for p in folder.iterdir()
+            if p.name.startswith(".")]
+    assert not left  # no temporary left behind
 
 
 def test_load_cost_measures_the_loading_process_not_its_caller(small_tflite):

@@ -156,11 +156,11 @@ def test_hub_source_offline_fails_fast_with_help(tmp_path, monkeypatch):
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     started = time.time()
     with pytest.raises(CheckpointError) as err:
-        fetch_from_hub("depth-anything/DA3-SMALL", "main", cache_dir=tmp_path / "empty")
+        fetch_from_hub("depth-anything/DA3-SMALL", "main", cache_dir=tmp_path / "empty", key="models.small")
     assert time.time() - started < 10  # no minute of retries (a functional bound, not a benchmark)
     text = str(err.value)
     assert "hf download depth-anything/DA3-SMALL" in text
-    assert "checkpoint.source: local" in text and "checkpoint.source: random" in text
+    assert "models.small.source: local" in text and "models.small.source: random" in text
 
 
 def test_hub_offline_mode_is_respected(tmp_path, monkeypatch):

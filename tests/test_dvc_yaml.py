@@ -12,7 +12,7 @@ import yaml
 from da3_litert_farm.config import params as params_module
 from da3_litert_farm.config.params import ValidationParams
 from da3_litert_farm.core import paths
-from da3_litert_farm.core.pipeline import STAGES
+from da3_litert_farm.core.pipeline import PER_CELL_STAGES, STAGES
 from da3_litert_farm.dev import dvc_yaml
 from da3_litert_farm.ops import catalog as catalog_module
 
@@ -78,26 +78,49 @@ def _outs(stage):
     return names
 
 
+# dvc.yaml's names of one cell, model and bundle, as its matrix and foreach spell them
+CELL = "${item.model}-${item.tier}-${item.aspect}"
+MODEL = "${key}"
+BUNDLE = "${item.model}-${item.tier}"
+
+
+def in_matrix(path_of_cell) -> str:
+    """A per-cell path of the paths module, with the cell's folder as dvc.yaml's matrix spells it."""
+    example = "m-1-a"
+    spelled = f"{paths.MODELS.as_posix()}/${{item.model}}/${{item.tier}}/${{item.aspect}}"
+    return path_of_cell(example).as_posix().replace(paths.cell_dir(example).as_posix(), spelled)
+
+
 def test_outputs_are_the_paths_module():
     s = dvc_stages()
-    key = "${key}"
     assert _outs(s["params"]) == [paths.CHECKED_PARAMS.as_posix()]
-    assert _outs(s["checkpoint"]) == [paths.CHECKPOINT_DIR.as_posix()]
-    assert _outs(s["patch"]) == [paths.patched_program(key).as_posix(), paths.patch_report(key).as_posix()]
-    assert _outs(s["export"]) == [paths.fp32_model(key).as_posix(), paths.export_report(key).as_posix()]
-    assert _outs(s["quantize"]) == [paths.fp16_model(key).as_posix(), paths.quantize_report(key).as_posix()]
-    assert _outs(s["validate"]) == [paths.lint_report(key).as_posix(), paths.depth_maps(key).as_posix(),
-                                    paths.metrics(key).as_posix()]
-    assert _outs(s["gpu"]) == [paths.gpu_depth(key).as_posix(), paths.gpu_metrics(key).as_posix()]
-    assert _outs(s["bundle"]) == [paths.BUNDLE_DIR.as_posix()]
-    assert {paths.BUNDLE_MODEL.parent, paths.BUNDLE_RECORD.parent} == {paths.BUNDLE_DIR}
+    assert _outs(s["checkpoint"]) == [paths.checkpoint_dir(MODEL).as_posix()]
+    assert _outs(s["patch"]) == [in_matrix(paths.patched_program), in_matrix(paths.patch_report)]
+    assert _outs(s["export"]) == [in_matrix(paths.fp32_model), in_matrix(paths.export_report)]
+    assert _outs(s["quantize"]) == [in_matrix(paths.fp16_model), in_matrix(paths.quantize_report)]
+    assert _outs(s["validate"]) == [in_matrix(paths.lint_report), in_matrix(paths.depth_maps), in_matrix(paths.metrics)]
+    assert _outs(s["gpu"]) == [in_matrix(paths.gpu_depth), in_matrix(paths.gpu_metrics)]
+    assert _outs(s["bundle"]) == [paths.bundle_dir(BUNDLE).as_posix()]
     assert _outs(s["catalog"]) == [paths.CATALOG.as_posix()]
     assert _outs(s["report"]) == [paths.REPORT_PAGE.as_posix(), paths.REPORT_IMAGES.as_posix(),
                                   paths.PLOTS.as_posix(), paths.SUMMARY.as_posix()]
-    assert paths.MODELS.as_posix() in s["bundle"]["deps"]
-    assert {paths.MODELS.as_posix(), paths.BUNDLE_DIR.as_posix()} <= set(s["catalog"]["deps"])
+    # a bundle reads its own model and tier's folder only: a new tier or model leaves other bundles alone
+    assert s["bundle"]["deps"][0] == paths.tier_dir("${item.model}", "${item.tier}").as_posix()
+    assert {paths.MODELS.as_posix(), paths.BUNDLES.as_posix(), paths.CHECKPOINTS.as_posix()} <= set(s["catalog"]["deps"])
     assert {paths.MODELS.as_posix(), paths.CATALOG.as_posix()} <= set(s["report"]["deps"])
     assert paths.LOCAL_CHECKPOINTS.as_posix() in s["checkpoint"]["deps"]
+
+
+def test_the_matrix_spans_models_tiers_and_aspects():
+    s = dvc_stages()
+    cells = {"model": "${models}", "tier": "${tiers}", "aspect": "${aspects}"}
+    for name in PER_CELL_STAGES:
+        assert s[name]["matrix"] == cells, name
+        assert s[name]["cmd"] == f"python -m stages.{name} {CELL}"
+    assert s["bundle"]["matrix"] == {"model": "${models}", "tier": "${tiers}"}
+    assert s["bundle"]["cmd"] == f"python -m stages.bundle {BUNDLE}"
+    checkpoint = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["checkpoint"]
+    assert checkpoint["foreach"] == "${models}" and checkpoint["do"]["cmd"] == "python -m stages.checkpoint ${key}"
 
 
 def test_only_the_params_check_persists_so_dvc_run_caches_every_build_stage():
@@ -113,21 +136,22 @@ def test_the_params_check_runs_before_any_stage_that_removes_outputs():
     s = dvc_stages()
     schema = json.loads(params_module.SCHEMA_FILE.read_text())
     assert set(s["params"]["params"]) == set(schema["properties"])  # every key params.yaml may set
-    assert paths.CHECKED_CHECKPOINT.as_posix() in s["checkpoint"]["deps"]
-    assert paths.checked_aspect("${key}").as_posix() in s["patch"]["deps"]
+    assert paths.checked_model(MODEL).as_posix() in s["checkpoint"]["deps"]
+    assert paths.checked_cell(CELL).as_posix() in s["patch"]["deps"]
     upstream = {"export": paths.patched_program, "quantize": paths.fp32_model, "validate": paths.fp16_model,
                 "gpu": paths.fp16_model}
     for name, made_by_earlier_stage in upstream.items():
-        assert made_by_earlier_stage("${key}").as_posix() in s[name]["deps"], name
-    assert paths.depth_maps("${key}").as_posix() in s["gpu"]["deps"]  # the official maps the GPU is compared with
-    assert paths.MODELS.as_posix() in s["bundle"]["deps"] and paths.BUNDLE_DIR.as_posix() in s["catalog"]["deps"]
+        assert in_matrix(made_by_earlier_stage) in s[name]["deps"], name
+    assert in_matrix(paths.depth_maps) in s["gpu"]["deps"]  # the official maps the GPU is compared with
+    assert paths.BUNDLES.as_posix() in s["catalog"]["deps"]
     assert paths.CATALOG.as_posix() in s["report"]["deps"]
 
 
-def test_per_aspect_stages_read_only_their_aspect():
+def test_per_cell_stages_read_only_their_aspect():
     s = dvc_stages()
     for name in ("patch", "validate", "gpu"):
-        assert "aspects.${key}" in s[name]["params"] and "aspects" not in s[name]["params"]
+        assert "aspects.${item.aspect}" in s[name]["params"] and "aspects" not in s[name]["params"]
+        assert not {"models", "tiers"} & set(s[name]["params"])  # their cell's params file says both
     assert "validation" not in s["patch"]["params"] and "max_tensor_mib" in s["patch"]["params"]
     assert "params" not in s["export"] and "params" not in s["quantize"]
 
@@ -174,10 +198,15 @@ def test_stage_params_name_real_keys():
     checked = 0
     for name, stage in dvc_stages().items():
         for key in stage.get("params", []):
-            for aspect in doc["aspects"] if "${key}" in key else [None]:  # foreach: every aspect
-                resolved = key.replace("${key}", aspect) if aspect else key
-                assert value_of(resolved) is not None, (name, resolved)
-                checked += 1
+            # foreach over models, matrix over models x tiers x aspects: every value the template takes
+            values = {"${key}": list(doc["models"]), "${item.model}": list(doc["models"]),
+                      "${item.aspect}": list(doc["aspects"])}
+            templates = [t for t in values if t in key] or [None]
+            for template in templates:
+                for value in values[template] if template else [None]:
+                    resolved = key.replace(template, value) if template else key
+                    assert value_of(resolved) is not None, (name, resolved)
+                    checked += 1
     assert checked > len(STAGES)
     with pytest.raises(KeyError, match="validation.gpu_min_pearsn: no 'gpu_min_pearsn' in params.yaml"):
         value_of("validation.gpu_min_pearsn")  # a misspelt key is caught, not walked past

@@ -85,20 +85,21 @@ BASE_PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 FRACTIONS = ["validation.min_pearson", "validation.max_mean_rel", "validation.gpu_min_pearson",
              "validation.gpu_max_mean_rel"]
 # What each key holds in a valid params.yaml, for values of every other kind.
-KINDS = {"checkpoint": "dict", "checkpoint.source": "enum:hub,local,random", "checkpoint.repo": "str",
-         "checkpoint.revision": "str", "checkpoint.path": "str|null", "checkpoint.seed": "int",
-         "checkpoint.outliers": "bool", "long_side": "int", "max_tensor_mib": "int", "aspects": "dict",
+KINDS = {"models": "dict", "models.small": "dict", "models.small.source": "enum:hub,local,random",
+         "models.small.repo": "str", "models.small.revision": "str", "models.small.path": "str|null",
+         "models.small.seed": "int", "models.small.outliers": "bool", "tiers": "list", "tiers.0": "int",
+         "max_tensor_mib": "int", "aspects": "dict",
          "aspects.9x16": "dict", "aspects.3x4.ratio": "str", "validation": "dict", "validation.gpu": "enum:required,skip",
          "validation.photos": "list", "validation.gpu_photos": "list", "catalog": "dict", "catalog.name": "str",
          "catalog.version": "str", **{f: "num" for f in FRACTIONS}}
-REQUIRED = ["checkpoint", "long_side", "max_tensor_mib", "aspects", "validation", "catalog", "checkpoint.source",
+REQUIRED = ["models", "tiers", "max_tensor_mib", "aspects", "validation", "catalog", "models.small.source",
             "validation.min_pearson", "validation.max_mean_rel", "validation.gpu", "validation.gpu_min_pearson",
             "validation.gpu_max_mean_rel", "catalog.name", "catalog.version"]
-MAPPINGS = {"": ["checkpoint", "long_side", "max_tensor_mib", "aspects", "validation", "catalog"],
-            "checkpoint": ["source", "repo", "revision", "path", "seed", "outliers"],
+MAPPINGS = {"": ["models", "tiers", "max_tensor_mib", "aspects", "validation", "catalog"],
+            "models.small": ["source", "preset", "repo", "revision", "path", "seed", "outliers"],
             "validation": ["min_pearson", "max_mean_rel", "gpu", "gpu_min_pearson", "gpu_max_mean_rel", "photos",
                            "gpu_photos"],
-            "catalog": ["name", "version"], "aspects.9x16": ["ratio", "long_side", "height", "width"]}
+            "catalog": ["name", "version"], "aspects.9x16": ["ratio", "height", "width"]}
 
 any_value = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
@@ -148,9 +149,9 @@ def dump(doc) -> str:
 side = st.one_of(st.integers(max_value=55), st.integers(min_value=2017), st.just(10 ** 4000),
                  st.integers(56, 2016).filter(lambda v: v % 14), st.floats(56, 2016).map(lambda v: float(round(v))))
 out_of_range = st.one_of(
-    st.tuples(st.sampled_from(["long_side", "aspects.9x16.long_side"]), side),
+    st.tuples(st.sampled_from(["tiers.0", "aspects.9x16.height"]), side),
     st.tuples(st.just("max_tensor_mib"), st.one_of(st.integers(max_value=15), st.integers(min_value=4097))),
-    st.tuples(st.just("checkpoint.seed"), st.integers(max_value=-1)),
+    st.tuples(st.just("models.small.seed"), st.integers(max_value=-1)),
     st.tuples(st.sampled_from(FRACTIONS), st.one_of(st.floats(max_value=0), st.floats(min_value=1, exclude_min=True),
                                                     st.integers(max_value=0), st.integers(min_value=2))),
 )
@@ -166,12 +167,12 @@ bad_aspect_name = st.one_of(
     st.tuples(ascii_name, st.sampled_from(["\n", ".", ".lock", " ", "\t"])).map("".join),
     st.tuples(st.sampled_from(["-", "_", ".", " "]), ascii_name).map("".join),
 )
-huge_shape = st.one_of(
-    st.builds(lambda h, w: {"height": h, "width": w}, side, st.sampled_from([504, 896])),
-    st.builds(lambda h, w: {"height": h, "width": w}, st.sampled_from([504, 896]), side),
-    st.builds(lambda r: {"ratio": f"{r}:1"}, st.integers(19, 10 ** 40)),         # the short side below 56
-    st.builds(lambda r: {"ratio": f"1:{r}", "long_side": 2016}, st.integers(42, 10 ** 40)),
-    st.builds(lambda s: {"ratio": "1:1", "long_side": s}, st.integers(105, 144).map(lambda p: p * 14)),  # over the tensor plan
+huge_shape = st.one_of(  # (the aspect's entry, the tiers)
+    st.builds(lambda h, w: ({"height": h, "width": w}, [896]), side, st.sampled_from([504, 896])),
+    st.builds(lambda h, w: ({"height": h, "width": w}, [896]), st.sampled_from([504, 896]), side),
+    st.builds(lambda r: ({"ratio": f"{r}:1"}, [896]), st.integers(19, 10 ** 40)),  # the short side below 56
+    st.builds(lambda r: ({"ratio": f"1:{r}"}, [2016]), st.integers(42, 10 ** 40)),
+    st.builds(lambda s: ({"ratio": "1:1"}, [s]), st.integers(105, 144).map(lambda p: p * 14)),  # over the tensor plan
 )
 
 
@@ -222,10 +223,10 @@ PARAMS_CLASSES = {
     "bad aspect names": bad_aspect_name.map(
         lambda n: (dump({**BASE_PARAMS, "aspects": {**BASE_PARAMS["aspects"], n: {"ratio": "1:1"}}}), "aspects")),
     "huge shapes": huge_shape.map(
-        lambda e: (dump({**BASE_PARAMS, "aspects": {"big": e}}), "aspects.big")),
+        lambda et: (dump({**BASE_PARAMS, "tiers": et[1], "aspects": {"big": et[0]}}), "aspects.big")),
     "YAML bombs": st.builds(bomb, st.integers(2, 40), st.integers(2, 40),
-                            st.sampled_from(["", "checkpoint.seed", "validation.photos", "aspects.9x16",
-                                             "catalog.name", "long_side"])).map(lambda t: (t, "alias")),
+                            st.sampled_from(["", "models.small.seed", "validation.photos", "aspects.9x16",
+                                             "catalog.name", "tiers"])).map(lambda t: (t, "alias")),
     "not a mapping, binary garbage, deep nesting": garbage_documents().map(lambda t: (t, "")),
 }
 
@@ -277,8 +278,8 @@ def test_a_duplicate_key_is_refused_naming_the_key_and_its_line(tmp_path, fault_
 
 
 @pytest.mark.parametrize("name, text, said", [
-    ("duplicate key", dump(BASE_PARAMS).replace("  seed: 0\n", "  seed: 0\n  seed: 5\n"), "duplicate key 'seed'"),
-    ("bomb", bomb(12, 12, "checkpoint.seed"), "alias"),
+    ("duplicate key", dump(BASE_PARAMS).replace("    seed: 0\n", "    seed: 0\n    seed: 5\n"), "duplicate key 'seed'"),
+    ("bomb", bomb(12, 12, "models.small.seed"), "alias"),
     ("binary", b"\xff\xfe\x00\x80garbage", "params.yaml"),
     ("deep", "x: " + "[" * 50000 + "]" * 50000, "deeper"),
     ("huge shape", dump({**BASE_PARAMS, "aspects": {"big": {"height": 20160, "width": 896}}}), "aspects.big.height"),
@@ -299,13 +300,14 @@ def test_the_params_stage_refuses_in_one_line_with_exit_status_1(name, text, sai
 
 # ==== catalogs and sidecars, for the client ====
 
-def model_entry(aspect: str, height: int, width: int, checked: bool) -> dict:
+def model_entry(aspect: str, height: int, width: int, checked: bool, tier: int = 896) -> dict:
     payload = f"model {aspect}".encode()
     gpu = ({"checked": True, "pearson_min": 0.9994, "mean_rel_max": 0.0098, "photos": {"coffee": 0.9994},
             "adapter": "llvmpipe", "precision": "fp16"} if checked else
            {"checked": False, "reason": "validation.gpu is 'skip' in params.yaml"})
-    return {"aspect": aspect, "ratio": f"{width}:{height}", "height": height, "width": width,
-            "file": f"artifacts/models/{aspect}/model_fp16.tflite", "sha256": hashlib.sha256(payload).hexdigest(),
+    return {"cell": f"small-{tier}-{aspect}", "model": "small", "tier": tier, "aspect": aspect,
+            "ratio": f"{width}:{height}", "height": height, "width": width,
+            "file": f"artifacts/models/small/{tier}/{aspect}/model_fp16.tflite", "sha256": hashlib.sha256(payload).hexdigest(),
             "bytes": len(payload), "precision": "fp16-weights",
             "input": {"shape": [1, 3, height, width], "layout": "NCHW", "dtype": "float32",
                       "preprocessing": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}},
@@ -316,18 +318,21 @@ def model_entry(aspect: str, height: int, width: int, checked: bool) -> dict:
 
 
 def base_catalog(version: str = "1.0.1") -> dict:
-    return {"schema_version": 1, "name": "da3-small-litert", "version": version, "created": "2026-12-05T00:00:00Z",
-            "checkpoint": {"source": "hub", "repo": "depth-anything/DA3-SMALL", "revision": "main",
-                           "resolved_revision": "0123abcd" * 5, "path": None, "seed": 0, "model_name": "da3-small",
-                           "weights_sha256": "ab" * 32},
-            "license": {"code": "Apache-2.0", "weights": "Apache-2.0", "weights_source": "hub",
-                        "attribution": "DA3"},
+    return {"schema_version": 2, "name": "da3-small-litert", "version": version, "created": "2026-12-05T00:00:00Z",
+            "sources": {"small": {
+                "checkpoint": {"source": "hub", "repo": "depth-anything/DA3-SMALL", "revision": "main",
+                               "resolved_revision": "0123abcd" * 5, "path": None, "seed": 0, "model_name": "da3-small",
+                               "weights_sha256": "ab" * 32},
+                "license": {"code": "Apache-2.0", "weights": "Apache-2.0", "weights_source": "hub",
+                            "attribution": "DA3"}}},
             "tools": {"torch": "2.13.0", "dvc": "3.67.1"},
             "models": [model_entry("9x16", 896, 504, True), model_entry("16x9", 504, 896, False)],
-            "bundle": {"file": "artifacts/bundle/model_fp16.tflite", "sha256": "cd" * 32, "bytes": 1000,
-                       "singles_bytes": 2000, "precision": "fp16-weights",
-                       "signatures": [{"signature": "16x9", "aspect": "16x9"}, {"signature": "9x16", "aspect": "9x16"}],
-                       "gpu": {"checked": False}, "load": {"cpu": {}}}}
+            "bundles": [{"bundle": "small-896", "model": "small", "tier": 896,
+                         "file": "artifacts/bundles/small-896/model_fp16.tflite", "sha256": "cd" * 32, "bytes": 1000,
+                         "singles_bytes": 2000, "precision": "fp16-weights",
+                         "signatures": [{"signature": "16x9", "cell": "small-896-16x9"},
+                                        {"signature": "9x16", "cell": "small-896-9x16"}],
+                         "gpu": {"checked": False}, "load": {"cpu": {}}}]}
 
 
 def leaf_paths(value, prefix: str = "") -> list[str]:
@@ -340,22 +345,28 @@ def leaf_paths(value, prefix: str = "") -> list[str]:
     return paths
 
 
-CATALOG_REQUIRED = ["name", "version", "checkpoint", "checkpoint.source", "models", "models.0.aspect",
+CATALOG_REQUIRED = ["schema_version", "name", "version", "sources", "sources.small.checkpoint",
+                    "sources.small.checkpoint.source", "models", "models.0.cell", "models.0.model", "models.0.tier",
+                    "models.0.aspect",
                     "models.0.ratio", "models.0.height", "models.0.width", "models.0.file", "models.0.sha256",
                     "models.0.bytes", "models.0.fidelity", "models.0.fidelity.pearson_min",
                     "models.0.fidelity.mean_rel_error_max", "models.0.fidelity.photos", "models.0.gpu.pearson_min",
                     "models.0.gpu.mean_rel_max", "models.0.gpu.photos", "models.0.gpu.adapter",
-                    "models.0.gpu.precision", "models.1.aspect", "models.1.height", "bundle.file", "bundle.sha256",
-                    "bundle.bytes", "bundle.precision", "bundle.signatures", "bundle.signatures.0.signature",
-                    "bundle.signatures.0.aspect", "bundle.load", "license.code", "license.weights"]
-CATALOG_KINDS = {"name": "str", "version": "str", "created": "str", "checkpoint": "dict",
-                 "checkpoint.source": "enum:hub,local,random", "checkpoint.seed": "int|null",
-                 "checkpoint.weights_sha256": "str|null", "checkpoint.repo": "str|null", "tools": "dict",
-                 "license": "dict", "license.code": "str", "license.attribution": "str|null", "models": "list",
-                 "bundle": "dict", "bundle.signatures": "list", "bundle.signatures.0": "dict",
-                 "bundle.signatures.0.signature": "str", "bundle.bytes": "int", "bundle.file": "str",
+                    "models.0.gpu.precision", "models.1.aspect", "models.1.height", "bundles.0.bundle",
+                    "bundles.0.model", "bundles.0.tier", "bundles.0.file", "bundles.0.sha256", "bundles.0.bytes",
+                    "bundles.0.precision", "bundles.0.signatures", "bundles.0.signatures.0.signature",
+                    "bundles.0.signatures.0.cell", "bundles.0.load", "sources.small.license.code",
+                    "sources.small.license.weights"]
+CATALOG_KINDS = {"name": "str", "version": "str", "created": "str", "sources": "dict",
+                 "sources.small": "dict", "sources.small.checkpoint": "dict",
+                 "sources.small.checkpoint.source": "enum:hub,local,random", "sources.small.checkpoint.seed": "int|null",
+                 "sources.small.checkpoint.weights_sha256": "str|null", "sources.small.checkpoint.repo": "str|null",
+                 "tools": "dict", "sources.small.license": "dict", "sources.small.license.code": "str",
+                 "sources.small.license.attribution": "str|null", "models": "list",
+                 "bundles": "list", "bundles.0": "dict", "bundles.0.signatures": "list", "bundles.0.signatures.0": "dict",
+                 "bundles.0.signatures.0.signature": "str", "bundles.0.bytes": "int", "bundles.0.file": "str",
                  **{f"models.{i}.{k}": kind for i in (0, 1) for k, kind in (
-                     ("aspect", "str"), ("ratio", "str"), ("height", "int"), ("width", "int"), ("file", "str"),
+                     ("cell", "str"), ("model", "str"), ("tier", "int"), ("aspect", "str"), ("ratio", "str"), ("height", "int"), ("width", "int"), ("file", "str"),
                      ("sha256", "str"), ("bytes", "int"), ("precision", "str"), ("input", "dict"),
                      ("output", "dict"), ("fidelity", "dict"), ("fidelity.pearson_min", "num"),
                      ("fidelity.mean_rel_error_max", "num"), ("fidelity.photos", "list|dict"), ("gpu", "dict|null"),
@@ -380,15 +391,20 @@ def catalog_cases():
         st.sampled_from(sorted(CATALOG_KINDS)).flatmap(lambda p: st.tuples(
             st.just(p), any_value.filter(lambda v, k=CATALOG_KINDS[p]: not fits_catalog(k, v)))).map(
             lambda pv: (place(doc, *pv), f"{pv[0]} of a wrong type")),
-        st.tuples(st.sampled_from(["models.0.height", "models.1.width", "models.0.bytes", "bundle.bytes"]),
+        st.tuples(st.sampled_from(["models.0.height", "models.1.width", "models.0.bytes", "bundles.0.bytes",
+                                   "models.0.tier"]),
                   not_a_count).map(lambda pv: (place(doc, *pv), f"{pv[0]} out of range")),
         st.tuples(st.sampled_from(["models.0.fidelity.pearson_min", "models.1.fidelity.mean_rel_error_max",
                                    "models.0.gpu.pearson_min"]), not_finite).map(
             lambda pv: (place(doc, *pv), f"{pv[0]} not finite")),
-        st.tuples(st.sampled_from(["name", "version", "models.0.aspect", "models.1.file", "bundle.file",
-                                   "bundle.signatures.1.aspect"]), PATH_LIKE).map(
+        st.tuples(st.sampled_from(["name", "version", "models.0.aspect", "models.0.cell", "models.0.model",
+                                   "models.1.file", "bundles.0.file", "bundles.0.bundle",
+                                   "bundles.0.signatures.1.cell"]), PATH_LIKE).map(
             lambda pv: (place(doc, *pv), f"{pv[0]} path-like")),
-        st.just((place(doc, "models.1.aspect", "9x16"), "two models of one aspect")),
+        st.just((place(place(doc, "models.1.aspect", "9x16"), "models.1.cell", "small-896-9x16"),
+                 "two files of one cell")),
+        st.just((place(doc, "models.1.cell", "small-518-16x9"), "a cell that is not its model, tier and aspect")),
+        st.just((place(doc, "schema_version", 1), "a catalog of schema 1")),
     ).map(lambda dt: ((json.dumps(dt[0], indent=2) + "\n").encode(), dt[1])) | st.one_of(
         st.binary(max_size=200), st.text(max_size=100).map(str.encode),
         any_value.filter(lambda v: not isinstance(v, dict)).map(lambda v: json.dumps(v).encode()),

@@ -63,10 +63,10 @@ def _version(farm: Farm, version: str) -> None:
 
 
 def _tag_names(farm: Farm, version: str) -> set[str]:
-    """Every tag a published `version` has: its catalog's, and one per shipped model and the bundle."""
+    """Every tag a published `version` has: its catalog's, and one per shipped file and bundle."""
     catalog = farm.catalog()
-    aspects = [m["aspect"] for m in catalog["models"]] + ["bundle"]
-    return {f"catalog/v{version}"} | {f"{catalog['name']}-{a}@v{version}" for a in aspects}
+    keys = [m["cell"] for m in catalog["models"]] + [f"{b['bundle']}-bundle" for b in catalog["bundles"]]
+    return {f"catalog/v{version}"} | {f"{catalog['name']}-{k}@v{version}" for k in keys}
 
 
 def _forget(version: str, *repos: Path) -> None:

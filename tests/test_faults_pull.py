@@ -139,7 +139,7 @@ def versions(client) -> dict:
         seconds = time.monotonic() - started
         old_files, new_files = listing(old), listing(new)
         catalog = client.catalog("0.2.0")
-        entry = catalog["bundle"] if mode == "bundle" else next(m for m in catalog["models"] if m["aspect"] == "16x9")
+        entry = catalog["bundles"][0] if mode == "bundle" else next(m for m in catalog["models"] if m["aspect"] == "16x9")
         (model,) = [n for n in new_files if n.endswith(".tflite")]
         assert set(new_files) == {model, f"{model}.json"}  # replaced, nothing beside it
         assert new_files[model] == entry["sha256"] == json.loads((new / f"{model}.json").read_text())["sha256"]
@@ -298,7 +298,7 @@ def test_a_disk_too_small_for_the_model_is_named_and_out_left_untouched(client, 
         assert proc.returncode == 1 and "\n" not in message, proc.stdout + message
         found = NO_SPACE.match(message)
         assert found, message
-        assert found["out"] == str(out) and found["name"] == "da3-small-litert-16x9-70x112-fp16.tflite"
+        assert found["out"] == str(out) and found["name"] == "da3-small-litert-small-112-16x9-70x112-fp16.tflite"
         assert float(found["need"]) >= entry["bytes"] / 1e6
         assert abs(float(found["free"]) - free_before / 1e6) < 0.2, (message, free_before)
         assert untouched and free_after == free_before, (sorted(before), sorted(after))

@@ -66,7 +66,7 @@ def point_remote(farm: Farm, url: str, *endpoint: str, one_at_a_time: bool = Tru
 
 def shipped_sizes(farm: Farm) -> set[int]:
     catalog = farm.catalog()
-    return {(farm.root / m["file"]).stat().st_size for m in catalog["models"] + [catalog["bundle"]]}
+    return {(farm.root / m["file"]).stat().st_size for m in catalog["models"] + catalog["bundles"]}
 
 
 def start_publish(farm: Farm) -> subprocess.Popen:

@@ -159,26 +159,27 @@ def test_catalog_rows_from_a_farm_catalog(tmp_path):
     fidelity = {"pearson_min": 0.9999996, "mean_rel_error_max": 0.0008}
     catalog = {
         "created": "2026-12-05T13:51:22Z",
-        "checkpoint": {"source": "random", "seed": 0, "outliers": False},
+        "sources": {"small": {"checkpoint": {"source": "random", "seed": 0, "outliers": False}}},
         "models": [
-            {"aspect": "9x16", "height": 896, "width": 504, "bytes": 51_982_496, "fidelity": fidelity,
+            {"cell": "small-896-9x16", "height": 896, "width": 504, "bytes": 51_982_496, "fidelity": fidelity,
              "gpu": {"checked": True, "pearson_min": 0.99946, "mean_rel_max": 0.0097, "adapter": "llvmpipe"}},
-            {"aspect": "16x9", "height": 504, "width": 896, "bytes": 52_000_000, "fidelity": fidelity,
+            {"cell": "small-896-16x9", "height": 504, "width": 896, "bytes": 52_000_000, "fidelity": fidelity,
              "gpu": {"checked": False, "reason": "no adapter"}},
         ],
-        "bundle": {"bytes": 26_000_000, "singles_bytes": 103_982_496, "signatures": [{}, {}]},
+        "bundles": [{"bundle": "small-896", "bytes": 26_000_000, "singles_bytes": 103_982_496,
+                     "signatures": [{"cell": "small-896-9x16"}, {"cell": "small-896-16x9"}]}],
     }
     path = tmp_path / "catalog.json"
     path.write_text(json.dumps(catalog))
     figures.record_catalog(path, "f00ba12", "python -m da3_litert_farm.dev.figures catalog c.json --commit f00ba12",
                            folder=tmp_path)
     lines = figures.render("catalog", folder=tmp_path).splitlines()
-    assert lines[0] == ("| aspect | H x W | MB | CPU 1 - r | CPU mean rel | GPU 1 - r | GPU mean rel | GPU adapter "
+    assert lines[0] == ("| cell | H x W | MB | CPU 1 - r | CPU mean rel | GPU 1 - r | GPU mean rel | GPU adapter "
                         "| x of the single files |")
     assert lines[2:5] == [
-        "| 9x16 | 896 x 504 | 52.0 | 4.0e-7 | 8.0e-4 | 5.4e-4 | 9.7e-3 | llvmpipe |  |",
-        "| 16x9 | 504 x 896 | 52.0 | 4.0e-7 | 8.0e-4 | skipped | skipped | skipped |  |",
-        "| bundle | all 2 | 26.0 |  |  |  |  |  | 0.250 |",
+        "| small-896-9x16 | 896 x 504 | 52.0 | 4.0e-7 | 8.0e-4 | 5.4e-4 | 9.7e-3 | llvmpipe |  |",
+        "| small-896-16x9 | 504 x 896 | 52.0 | 4.0e-7 | 8.0e-4 | skipped | skipped | skipped |  |",
+        "| bundle small-896 | all 2 | 26.0 |  |  |  |  |  | 0.250 |",
     ]
     assert lines[-1].startswith("Measured 2026-12-05 on ")
     assert lines[-1].endswith(", commit f00ba12, stress weights (seed 0), not a trained checkpoint: "
@@ -188,34 +189,38 @@ def test_catalog_rows_from_a_farm_catalog(tmp_path):
 def test_a_catalog_recorded_with_its_cost_says_what_each_file_costs(tmp_path):
     catalog = {
         "created": "2026-12-06T19:40:00Z",
-        "checkpoint": {"source": "random", "seed": 0, "outliers": False},
-        "models": [{"aspect": "3x4", "height": 518, "width": 392, "bytes": 680_000_000,
+        "sources": {"metric": {"checkpoint": {"source": "random", "seed": 0, "outliers": False}}},
+        "models": [{"cell": "metric-518-3x4", "height": 518, "width": 392, "bytes": 680_000_000,
                     "output": {"model": "da3metric-large"}, "gpu_lint": {"gmac": 512.3},
                     "cost": {"cpu_ms": 4321.0, "cpu_threads": 2, "gpu_seconds": 301.5, "export_seconds": 402.1,
                              "export_peak_rss_mib": 17890},
                     "fidelity": {"pearson_min": 0.9999991, "mean_rel_error_max": 0.0011},
                     "gpu": {"checked": True, "pearson_min": 0.9991, "mean_rel_max": 0.012, "adapter": "llvmpipe"}}],
-        "bundle": {"bytes": 686_000_000, "singles_bytes": 680_000_000, "signatures": [{}],
-                   "load": {"gpu": {"bundle": {"seconds": 12.7, "peak_growth_mib": 5959.5},
-                                    "bundle_one_signature": {"aspect": "3x4", "seconds": 3.4, "peak_growth_mib": 4075.4},
-                                    "single": {"aspect": "3x4", "seconds": 3.3, "peak_growth_mib": 4071.7}}}},
+        "bundles": [{"bundle": "metric-518", "bytes": 686_000_000, "singles_bytes": 680_000_000,
+                     "signatures": [{"cell": "metric-518-3x4"}],
+                     "load": {"gpu": {"bundle": {"seconds": 12.7, "peak_growth_mib": 5959.5},
+                                      "bundle_one_signature": {"signature": "3x4", "seconds": 3.4,
+                                                               "peak_growth_mib": 4075.4},
+                                      "single": {"cell": "metric-518-3x4", "seconds": 3.3,
+                                                 "peak_growth_mib": 4071.7}}}}],
     }
     path = tmp_path / "catalog.json"
     path.write_text(json.dumps(catalog))
     command = "python -m da3_litert_farm.dev.figures catalog c.json --commit f00ba12 --record large --cost"
     figures.record_catalog(path, "f00ba12", command, folder=tmp_path, name="large", cost=True)
     lines = figures.render("large", folder=tmp_path).splitlines()
-    assert lines[0] == ("| aspect | H x W | MB | model | GMAC | CPU ms | GPU s | export s | export peak RSS MiB "
+    assert lines[0] == ("| cell | H x W | MB | model | GMAC | CPU ms | GPU s | export s | export peak RSS MiB "
                         "| CPU 1 - r | CPU mean rel | GPU 1 - r | GPU mean rel | x of the single files | x the largest file |")
-    assert lines[2] == "| 3x4 | 518 x 392 | 680 | da3metric-large | 512 | 4321 | 302 | 402 | 17890 | 9.0e-7 | 1.1e-3 " \
+    assert lines[2] == "| metric-518-3x4 | 518 x 392 | 680 | da3metric-large | 512 | 4321 | 302 | 402 | 17890 | 9.0e-7 | 1.1e-3 " \
                        "| 9.0e-4 | 0.0120 |  |  |"
-    assert lines[3] == "| bundle | all 1 | 686 |  |  |  |  |  |  |  |  |  |  | 1.01 | 1.01 |"
+    assert lines[3] == "| bundle metric-518 | all 1 | 686 |  |  |  |  |  |  |  |  |  |  | 1.01 | 1.01 |"
     assert lines[-1].endswith(", GPU check on llvmpipe: `" + command + "`")
     load = figures.render("large-load", folder=tmp_path).splitlines()
-    assert load[:5] == ["| runtime | load | seconds | peak growth MiB | x the file's memory |", "|---|---|---|---|---|",
-                        "| GPU | bundle, every signature | 12.7 | 5960 | 1.46 |",
-                        "| GPU | bundle, only 3x4 | 3.40 | 4075 | 1.00 |",
-                        "| GPU | 3x4's own file | 3.30 | 4072 | 1.00 |"]
+    assert load[:5] == ["| bundle | runtime | load | seconds | peak growth MiB | x the file's memory |",
+                        "|---|---|---|---|---|---|",
+                        "| metric-518 | GPU | bundle, every signature | 12.7 | 5960 | 1.46 |",
+                        "| metric-518 | GPU | bundle, only 3x4 | 3.40 | 4075 | 1.00 |",
+                        "| metric-518 | GPU | metric-518-3x4's own file | 3.30 | 4072 | 1.00 |"]
 
 
 def test_bench_install_records_what_it_prints(tmp_path, monkeypatch, capsys):

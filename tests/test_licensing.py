@@ -32,5 +32,6 @@ def test_a_checkpoint_the_farm_has_no_record_of_is_not_given_a_licence():
     assert local["weights_source"] == "local: checkpoints/mine" and other_hub["weights_source"] == "hub: someone/DA3-FINETUNE"
 
 
-def test_a_catalog_published_before_licences_were_recorded_says_so():
-    assert catalog_license({"checkpoint": {"source": "hub"}})["weights"] == NOT_RECORDED
+def test_a_source_without_a_recorded_licence_says_so():
+    catalog = {"sources": {"small": {"checkpoint": {"source": "hub"}}}}
+    assert catalog_license(catalog, "small")["weights"] == NOT_RECORDED

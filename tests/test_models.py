@@ -48,8 +48,8 @@ def test_presets_the_rewrites_do_not_cover_are_refused_by_name():
         build_official("da3nested-giant-large")
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
     for name in ("da3-giant", "DA3-SMALL"):
-        raw["checkpoint"]["preset"] = name
-        with pytest.raises(ParamsError, match=rf"^checkpoint.preset: '{name}' must be a Depth Anything 3 preset the "
+        raw["models"]["small"]["preset"] = name
+        with pytest.raises(ParamsError, match=rf"^models.small.preset: '{name}' must be a Depth Anything 3 preset the "
                                               rf"farm converts: {supported} \(the package's others, "
                                               + ", ".join(NOT_CONVERTED)):
             parse_params(raw, checkpoint_files=False)
@@ -57,42 +57,45 @@ def test_presets_the_rewrites_do_not_cover_are_refused_by_name():
 
 def test_the_tensor_plan_follows_the_preset():
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
-    del raw["checkpoint"]["repo"]  # defaults to the preset's
-    raw["checkpoint"]["preset"] = "da3-base"
+    model = raw["models"]["small"]
+    del model["repo"]  # defaults to the preset's
+    model["preset"] = "da3-base"
     base = parse_params(raw, checkpoint_files=False)
-    assert base.model is PRESETS["da3-base"]
-    raw["checkpoint"]["preset"] = "da3-small"
-    assert parse_params(raw, checkpoint_files=False).model is PRESETS["da3-small"]
+    assert base.preset("small") is PRESETS["da3-base"]
+    model["preset"] = "da3-small"
+    assert parse_params(raw, checkpoint_files=False).preset("small") is PRESETS["da3-small"]
     # Its head features [1, 898, 674, 64] (padded) are 74 MiB in FP16, twice small's (the preset's width).
     raw["max_tensor_mib"], raw["aspects"] = 64, {"3x4": {"ratio": "3:4"}}
-    assert parse_params(raw, checkpoint_files=False).aspects["3x4"].height == 896
-    raw["checkpoint"]["preset"] = "da3-base"
-    with pytest.raises(ParamsError, match=r"aspects.3x4: 896x672 needs a head features tensor of 74 MiB"):
+    assert parse_params(raw, checkpoint_files=False).cells["small-896-3x4"].height == 896
+    model["preset"] = "da3-base"
+    with pytest.raises(ParamsError, match=r"aspects.3x4 at tier 896 for models.small \(da3-base\): 896x672 needs a "
+                                          r"head features tensor of 74 MiB"):
         parse_params(raw, checkpoint_files=False)
     # The large presets' head runs at 256 features: at 896 its full-resolution features [1, 898, 674, 128] are
-    # 148 MiB, over the default 128; at a 518 long side they fit.
-    raw["max_tensor_mib"], raw["checkpoint"]["preset"] = 128, "da3metric-large"
-    with pytest.raises(ParamsError, match=r"aspects.3x4: 896x672 needs a head features tensor of 148 MiB"):
+    # 148 MiB, over the default 128; at a 518 tier they fit.
+    raw["max_tensor_mib"], model["preset"] = 128, "da3metric-large"
+    with pytest.raises(ParamsError, match=r"aspects.3x4 at tier 896 for models.small \(da3metric-large\): 896x672 "
+                                          r"needs a head features tensor of 148 MiB"):
         parse_params(raw, checkpoint_files=False)
-    raw["aspects"] = {"3x4": {"ratio": "3:4", "long_side": 518}}
+    raw["tiers"] = [518]
     large = parse_params(raw, checkpoint_files=False)
-    assert (large.aspects["3x4"].height, large.aspects["3x4"].width) == (518, 392)
-    assert large.checkpoint.repo == "depth-anything/DA3METRIC-LARGE"
+    assert (large.cells["small-518-3x4"].height, large.cells["small-518-3x4"].width) == (518, 392)
+    assert large.models["small"].repo == "depth-anything/DA3METRIC-LARGE"
 
 
 def test_a_hub_repo_of_another_preset_is_refused_by_name():
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
-    raw["checkpoint"]["preset"], raw["long_side"] = "da3mono-large", 518  # the shipped file names DA3-SMALL's repo
-    with pytest.raises(ParamsError, match=r"^checkpoint.repo: depth-anything/DA3-SMALL holds da3-small, not "
-                                          r"checkpoint.preset da3mono-large; set checkpoint.repo: "
+    raw["models"]["small"]["preset"], raw["tiers"] = "da3mono-large", [518]  # the shipped file names DA3-SMALL's repo
+    with pytest.raises(ParamsError, match=r"^models.small.repo: depth-anything/DA3-SMALL holds da3-small, not "
+                                          r"models.small.preset da3mono-large; set models.small.repo: "
                                           r"depth-anything/DA3MONO-LARGE \(or leave it out"):
         parse_params(raw, checkpoint_files=False)
-    raw["checkpoint"]["repo"] = "my-org/DA3MONO-LARGE-finetuned"  # a repo the farm does not know: the config decides
-    assert parse_params(raw, checkpoint_files=False).checkpoint.repo == "my-org/DA3MONO-LARGE-finetuned"
+    raw["models"]["small"]["repo"] = "my-org/DA3MONO-LARGE-finetuned"  # a repo the farm does not know: the config decides
+    assert parse_params(raw, checkpoint_files=False).models["small"].repo == "my-org/DA3MONO-LARGE-finetuned"
 
 
 def test_a_checkpoint_of_another_preset_is_refused_before_loading(stress_checkpoint_dir, tmp_path):
     params = CheckpointParams("local", "da3-base", "depth-anything/DA3-BASE", "main", str(stress_checkpoint_dir), 0)
-    with pytest.raises(CheckpointError, match=r"checkpoint.preset is 'da3-base', but .*'s config.json says "
-                                              r"model_name 'da3-small': set checkpoint.preset: da3-small"):
-        build_checkpoint(params, tmp_path)
+    with pytest.raises(CheckpointError, match=r"models.base.preset is 'da3-base', but .*'s config.json says "
+                                              r"model_name 'da3-small': set models.base.preset: da3-small"):
+        build_checkpoint(params, tmp_path, key="models.base")

@@ -15,9 +15,9 @@ from tests.farm_repo import run_stage
 
 REPO = Path(__file__).resolve().parents[1]
 VALID = {
-    "checkpoint": {"source": "random", "preset": "da3-small", "repo": "depth-anything/DA3-SMALL", "revision": "main",
-                   "path": None, "seed": 0, "outliers": False},
-    "long_side": 896,
+    "models": {"small": {"source": "random", "preset": "da3-small", "repo": "depth-anything/DA3-SMALL",
+                         "revision": "main", "path": None, "seed": 0, "outliers": False}},
+    "tiers": [896],
     "max_tensor_mib": 128,
     "aspects": {"9x16": {"ratio": "9:16"}, "3x4": {"ratio": "3:4"}},
     "validation": {"min_pearson": 0.99999, "max_mean_rel": 0.003, "gpu": "required", "gpu_min_pearson": 0.998,
@@ -45,9 +45,10 @@ DELETE = object()
 
 def test_repository_params_are_valid():
     params = load_params(REPO / "params.yaml")
-    assert {a: (x.height, x.width) for a, x in params.aspects.items()} == {
-        "9x16": (896, 504), "3x4": (896, 672), "4x3": (672, 896), "16x9": (504, 896)}
-    assert params.checkpoint.source == "hub"
+    assert {c: (x.height, x.width) for c, x in params.cells.items()} == {
+        "small-896-9x16": (896, 504), "small-896-3x4": (896, 672), "small-896-4x3": (672, 896),
+        "small-896-16x9": (504, 896)}
+    assert params.models["small"].source == "hub" and params.models["small"].preset == "da3-small"
     assert params.validation.min_pearson == 0.99999
     assert params.validation.gpu == "required" and params.max_tensor_mib == 128
 
@@ -56,15 +57,15 @@ def test_a_square_896_aspect_fits_by_chunking_attention():
     from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 
     params = parse_params(edited(aspects__square={"ratio": "1:1"}))
-    square = params.aspect("square")
-    plan = plan_tensors(params.model, square.height, square.width, params.max_tensor_mib * MIB)
+    square = params.cell("small-896-square")
+    plan = plan_tensors(params.preset("small"), square.height, square.width, params.max_tensor_mib * MIB)
     assert (square.height, square.width, plan.tokens, plan.query_chunk) == (896, 896, 4097, 2049)
-    assert plan.largest_bytes <= 128 * MIB < plan_tensors(params.model, 896, 896, 1 << 40).largest_bytes
+    assert plan.largest_bytes <= 128 * MIB < plan_tensors(params.preset("small"), 896, 896, 1 << 40).largest_bytes
 
 
 def test_valid_document():
     params = parse_params(VALID)
-    assert params.aspect("3x4").shape.width == 672
+    assert params.cell("small-896-3x4").shape.width == 672
     assert params.validation.photos == ("motorcycle_left", "astronaut", "coffee", "rocket", "chelsea")  # all: the default
     assert params.validation.gpu_photos == params.validation.photos  # the GPU too, unless told fewer
 
@@ -88,21 +89,35 @@ def test_a_gpu_mode_has_its_own_gates_where_set_and_the_gpu_gates_elsewhere():
 @pytest.mark.parametrize(
     "doc, message",
     [
-        (edited(checkpoint__sourse="hub"), "checkpoint: unknown key(s) ['sourse']"),
+        (edited(models__small__sourse="hub"), "models.small: unknown key(s) ['sourse']"),
         (edited(aspects__4x3={"ratio": "4:0"}), "aspects.4x3.ratio: '4:0' is not a ratio"),
-        (edited(aspects__4x3={"ratio": "4:3", "long_side": 1000}), "aspects.4x3.long_side: 1000 is not a multiple of 14"),
-        (edited(aspects__square={"height": 896, "width": 504}), "aspects.square and aspects.9x16 both give 896x504"),
+        (edited(aspects__4x3={"ratio": "4:3", "long_side": 1000}), "aspects.4x3: unknown key(s) ['long_side']"),
+        (edited(aspects__square={"height": 896, "width": 504}),
+         "aspects.square and aspects.9x16 both give 896x504 (HxW) at tier 896"),
+        (edited(tiers=[896, 518], aspects__square={"height": 896, "width": 896}),
+         "aspects.square: height and width fix one shape (896x896), which tiers [896, 518] would each build"),
+        (edited(aspects__square={"height": 518, "width": 518}),
+         "aspects.square: height and width fix one shape (518x518), which tiers [896] would each build: give it a "
+         "ratio, or set tiers: [518] alone"),
+        (edited(tiers=[896, 896]), "tiers: [896, 896] must be a list of distinct long sides"),
+        (edited(tiers=[]), "tiers: [] must be a list of distinct long sides"),
+        (edited(models={}), "models: {} must be a mapping of at least one model name"),
+        (edited(models__Big={"source": "random"}), "models: key 'Big' must be a model name: lowercase letters"),
+        (edited(**{"models__small-2": {"source": "random"}}), "models: key 'small-2' must be a model name"),
+        (edited(models__large={"source": "random", "preset": "da3metric-large"}),
+         "aspects.3x4 at tier 896 for models.large (da3metric-large): 896x672 needs a head features tensor of 148 MiB"),
         (edited(aspects={}), "aspects: {} must be a mapping of at least one aspect name to its entry"),
-        (edited(checkpoint__source="s3"), "checkpoint.source: 's3' is not one of ['hub', 'local', 'random']"),
-        (edited(checkpoint__source="local"), "checkpoint.path: source 'local' needs a directory"),
-        (edited(checkpoint__source="local", checkpoint__path="/nonexistent"), "lacks ['config.json', 'model.safetensors']"),
-        (edited(checkpoint__source="hub", checkpoint__repo="DA3-SMALL"), "checkpoint.repo: 'DA3-SMALL' must be a Hub repo id like 'depth-anything/DA3-SMALL'"),
-        (edited(checkpoint__seed=-1), "checkpoint.seed"),
-        (edited(checkpoint__outliers="yes"), "checkpoint.outliers: 'yes' must be true or false"),
-        (edited(checkpoint__source="hub", checkpoint__outliers=True),
-         "checkpoint.outliers: true plants outliers in stress weights; it needs source: random, not 'hub'"),
-        (edited(long_side=1000), "long_side: 1000 is not a multiple of 14"),
-        (edited(long_side=DELETE), "top level: missing key(s) ['long_side']"),
+        (edited(models__small__source="s3"), "models.small.source: 's3' is not one of ['hub', 'local', 'random']"),
+        (edited(models__small__source="local"), "models.small.path: source 'local' needs a directory"),
+        (edited(models__small__source="local", models__small__path="/nonexistent"), "lacks ['config.json', 'model.safetensors']"),
+        (edited(models__small__source="hub", models__small__repo="DA3-SMALL"), "models.small.repo: 'DA3-SMALL' must be a Hub repo id like 'depth-anything/DA3-SMALL'"),
+        (edited(models__small__seed=-1), "models.small.seed"),
+        (edited(models__small__outliers="yes"), "models.small.outliers: 'yes' must be true or false"),
+        (edited(models__small__source="hub", models__small__outliers=True),
+         "models.small.outliers: true plants outliers in stress weights; it needs source: random, not 'hub'"),
+        (edited(tiers=[896, 1000]), "tiers[1]: 1000 is not a multiple of 14"),
+        (edited(tiers=DELETE), "top level: missing key(s) ['tiers']"),
+        (edited(models=DELETE), "top level: missing key(s) ['models']"),
         (edited(validation__min_pearson=1.5), "validation.min_pearson: 1.5 must be a number in (0, 1]"),
         (edited(validation__photos=["astronaut"]), "validation.photos: ['astronaut'] must be a list of at least 3 "
                                                     "distinct photos from ['motorcycle_left', 'astronaut', 'coffee', "
@@ -124,16 +139,18 @@ def test_a_gpu_mode_has_its_own_gates_where_set_and_the_gpu_gates_elsewhere():
         (edited(validation__gpu_min_pearson="high"), "validation.gpu_min_pearson: 'high' must be a number"),
         (edited(max_tensor_mib=0.5), "max_tensor_mib: 0.5 must be an integer in [16, 4096]"),
         # 2016x2016: attention chunks fit, but the head's full-resolution features do not.
-        (edited(aspects__big={"height": 2016, "width": 2016}),
-         "aspects.big: 2016x2016 needs a head features tensor of 249 MiB in FP16, over max_tensor_mib 128"),
-        (edited(max_tensor_mib=32), "aspects.3x4: 896x672 needs a head features tensor of 37 MiB"),
+        (edited(tiers=[2016], aspects={"big": {"height": 2016, "width": 2016}}),
+         "aspects.big at tier 2016 for models.small (da3-small): 2016x2016 needs a head features tensor of 249 MiB "
+         "in FP16, over max_tensor_mib 128"),
+        (edited(max_tensor_mib=32), "aspects.3x4 at tier 896 for models.small (da3-small): 896x672 needs a head "
+                                    "features tensor of 37 MiB"),
         (edited(catalog__name="DA3 Small"), "catalog.name: 'DA3 Small' must be lowercase letters, digits"),
         # Caught by the schema, once only the planner checked them:
-        (edited(extra=1), "top level: unknown key(s) ['extra']; allowed: ['checkpoint', 'long_side', "
+        (edited(extra=1), "top level: unknown key(s) ['extra']; allowed: ['models', 'tiers', "
                           "'max_tensor_mib', 'aspects', 'validation', 'catalog']"),
-        (None, "top level: None must be a mapping with keys ['checkpoint', 'long_side'"),
-        (edited(checkpoint=["hub"]), "checkpoint: ['hub'] must be a mapping with keys ['source', 'preset', 'repo', "
-                                     "'revision', 'path', 'seed', 'outliers']"),
+        (None, "top level: None must be a mapping with keys ['models', 'tiers'"),
+        (edited(models__small=["hub"]), "models.small: ['hub'] must be a mapping with keys ['source', 'preset', "
+                                        "'repo', 'revision', 'path', 'seed', 'outliers']"),
         (edited(validation__gpu_modes=["fp16_fp32_accum"]),
          "validation.gpu_modes: ['fp16_fp32_accum'] must be a list of GPU modes from ['fp16', 'fp16_fp32_accum'] that "
          "holds 'fp16' (the runtime's default"),
@@ -151,10 +168,10 @@ def test_a_gpu_mode_has_its_own_gates_where_set_and_the_gpu_gates_elsewhere():
         (edited(validation__gpu_modes=["fp16", "fp16_fp32_accum"],
                 validation__gpu_mode_gates={"fp16_fp32_accum": {"min_pearson": 1.5, "max_mean_rel": 0.02}}),
          "validation.gpu_mode_gates.fp16_fp32_accum.min_pearson: 1.5 must be a number in (0, 1]"),
-        (edited(checkpoint__source="hub", checkpoint__revision=""),
-         "checkpoint.revision: '' must be a branch, tag or commit hash"),
-        (edited(long_side=896.0), "long_side: 896.0 must be an integer number of pixels, a multiple of 14 (the ViT "
-                                  "patch size) in [56, 2016]"),
+        (edited(models__small__source="hub", models__small__revision=""),
+         "models.small.revision: '' must be a branch, tag or commit hash"),
+        (edited(tiers=[896.0]), "tiers[0]: 896.0 must be an integer number of pixels, a multiple of 14 (the ViT "
+                                "patch size) in [56, 2016]"),
         (edited(validation__min_pearson=float("nan")), "validation.min_pearson: nan must be a number in (0, 1]"),
         (edited(validation__photos="astronaut"), "validation.photos: 'astronaut' must be a list of at least 3"),
         (edited(aspects__a={"height": 900, "width": 504}), "aspects.a.height: 900 is not a multiple of 14"),
@@ -162,9 +179,8 @@ def test_a_gpu_mode_has_its_own_gates_where_set_and_the_gpu_gates_elsewhere():
         (edited(aspects__a={"height": 42, "width": 504}), "aspects.a.height: 42 must be an integer number of pixels, "
                                                           "a multiple of 14 (the ViT patch size) in [56, 2016]"),
         (edited(aspects__a={"height": 2030, "width": 504}), "aspects.a.height: 2030 must be an integer"),
-        (edited(aspects__a={"ratio": "9:16", "long_side": 900}), "aspects.a.long_side: 900 is not a multiple of 14"),
         (edited(aspects__a={"ratio": "9:16", "rotation": 90}),
-         "aspects.a: unknown key(s) ['rotation']; allowed: ['ratio', 'long_side', 'height', 'width']"),
+         "aspects.a: unknown key(s) ['rotation']; allowed: ['ratio', 'height', 'width']"),
         (edited(aspects__a="9:16"), "aspects.a: '9:16' must be a mapping like {ratio: \"9:16\"} or "
                                     "{height: 896, width: 504}"),
         # The catalog's pattern for a ratio: refused here, not after a whole build.
@@ -185,25 +201,49 @@ def test_bad_aspect_name(name):
 
 def test_aspect_names_may_have_dots_and_yaml_numbers_become_names():
     params = parse_params(edited(aspects={"v1.2": {"ratio": "1:1"}, 169: {"ratio": "16:9"}}))
-    assert {a: (x.height, x.width) for a, x in params.aspects.items()} == {"v1.2": (896, 896), "169": (504, 896)}
+    assert {c: (x.height, x.width) for c, x in params.cells.items()} == {"small-896-v1.2": (896, 896),
+                                                                        "small-896-169": (504, 896)}
+
+
+def test_the_matrix_is_every_model_at_every_tier_over_every_aspect():
+    """Two models at two tiers over two aspects: eight cells, each aspect planned at its tier, models outermost;
+    a bundle per model and tier, a signature per aspect."""
+    params = parse_params(edited(models__base={"source": "random", "preset": "da3-base"}, tiers=[896, 518]))
+    shapes = {c: (x.preset, x.height, x.width) for c, x in params.cells.items()}
+    assert shapes == {
+        "small-896-9x16": ("da3-small", 896, 504), "small-896-3x4": ("da3-small", 896, 672),
+        "small-518-9x16": ("da3-small", 518, 294), "small-518-3x4": ("da3-small", 518, 392),  # 291.4, 388.5 round
+        "base-896-9x16": ("da3-base", 896, 504), "base-896-3x4": ("da3-base", 896, 672),
+        "base-518-9x16": ("da3-base", 518, 294), "base-518-3x4": ("da3-base", 518, 392)}
+    assert {b: [c.aspect.name for c in cells] for b, cells in params.bundles().items()} == {
+        "small-896": ["9x16", "3x4"], "small-518": ["9x16", "3x4"], "base-896": ["9x16", "3x4"],
+        "base-518": ["9x16", "3x4"]}
+    with pytest.raises(ParamsError, match=r"cell 'small-224-9x16' is not in params.yaml's matrix"):
+        params.cell("small-224-9x16")
+    with pytest.raises(ParamsError, match=r"bundle 'tiny-896' is not in params.yaml's matrix \(MODEL-TIER\); "
+                                          r"configured: \['small-896', 'small-518', 'base-896', 'base-518'\]"):
+        params.bundle("tiny-896")
 
 
 def test_local_path_is_relative_to_the_params_file(tmp_path):
     ckpt = tmp_path / "checkpoints" / "mine"
     ckpt.mkdir(parents=True)
     (ckpt / "config.json").write_text("{}")
-    doc = edited(checkpoint__source="local", checkpoint__path="checkpoints/mine")
+    doc = edited(models__small__source="local", models__small__path="checkpoints/mine")
     with pytest.raises(ParamsError, match=r"lacks \['model.safetensors'\]"):
         parse_params(doc, base_dir=tmp_path)
     (ckpt / "model.safetensors").write_bytes(b"")
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(doc))
-    assert load_params(params_file).checkpoint.path == "checkpoints/mine"
+    assert load_params(params_file).models["small"].path == "checkpoints/mine"
 
 
-def test_unknown_aspect_lookup():
-    with pytest.raises(ParamsError, match=r"aspect '4x3' is not in params.yaml; configured: \['3x4', '9x16'\]"):
-        parse_params(VALID).aspect("4x3")
+def test_unknown_cell_and_model_lookup():
+    with pytest.raises(ParamsError, match=r"cell 'small-896-4x3' is not in params.yaml's matrix \(MODEL-TIER-ASPECT\); "
+                                          r"configured: \['small-896-9x16', 'small-896-3x4'\]"):
+        parse_params(VALID).cell("small-896-4x3")
+    with pytest.raises(ParamsError, match=r"model 'base' is not in params.yaml; configured: \['small'\]"):
+        parse_params(VALID).model("base")
 
 
 def test_yaml_errors_are_reported(tmp_path):
@@ -218,30 +258,35 @@ def test_the_params_stage_writes_each_aspect_checked_and_refuses_a_bad_file_with
     doc = copy.deepcopy(VALID)
     Path("params.yaml").write_text(yaml.safe_dump(doc))
     assert run_stage("params", "--write", cwd=tmp_path).returncode == 0
-    written = {p.name: json.loads(p.read_text()) for p in paths.CHECKED_PARAMS.iterdir()}
-    assert set(written) == {f"{name}.json" for name in doc["aspects"]} | {paths.CHECKED_CHECKPOINT.name}
-    assert written[paths.CHECKED_CHECKPOINT.name] == doc["checkpoint"]
-    before = {p.name: p.read_bytes() for p in paths.CHECKED_PARAMS.iterdir()}
-    doc["long_side"] = 900
+    written = {p.relative_to(paths.CHECKED_PARAMS).as_posix(): json.loads(p.read_text())
+               for p in paths.CHECKED_PARAMS.rglob("*.json")}
+    assert set(written) == {"models/small.json", "cells/small-896-9x16.json", "cells/small-896-3x4.json"}
+    assert written["models/small.json"] == doc["models"]["small"]
+    assert written["cells/small-896-3x4.json"] == {"cell": "small-896-3x4", "model": "small", "preset": "da3-small",
+                                                   "tier": 896, "aspect": "3x4", "ratio": "3:4", "height": 896,
+                                                   "width": 672, "max_tensor_mib": 128}
+    before = {p: p.read_bytes() for p in paths.CHECKED_PARAMS.rglob("*.json")}
+    doc["tiers"] = [900]
     Path("params.yaml").write_text(yaml.safe_dump(doc))
     refused = run_stage("params", "--write", cwd=tmp_path)
-    assert refused.returncode == 1 and "long_side" in refused.stderr
-    assert {p.name: p.read_bytes() for p in paths.CHECKED_PARAMS.iterdir()} == before
+    assert refused.returncode == 1 and "tiers[0]: 900 is not a multiple of 14" in refused.stderr
+    assert {p: p.read_bytes() for p in paths.CHECKED_PARAMS.rglob("*.json")} == before
 
 
-def test_per_aspect_stages_do_not_need_the_local_checkpoint_files(tmp_path):
-    """They read artifacts/checkpoint; a parallel build's worker has that and not checkpoints/."""
-    doc = edited(checkpoint__source="local", checkpoint__path="checkpoints/gone")
-    with pytest.raises(ParamsError, match="checkpoint.path: 'checkpoints/gone' lacks"):
+def test_per_cell_stages_do_not_need_the_local_checkpoint_files(tmp_path):
+    """They read artifacts/checkpoints/MODEL; a parallel build's worker has that and not checkpoints/."""
+    doc = edited(models__small__source="local", models__small__path="checkpoints/gone")
+    with pytest.raises(ParamsError, match="models.small.path: 'checkpoints/gone' lacks"):
         parse_params(doc, base_dir=tmp_path)
-    assert parse_params(doc, base_dir=tmp_path, checkpoint_files=False).checkpoint.path == "checkpoints/gone"
+    assert parse_params(doc, base_dir=tmp_path, checkpoint_files=False).models["small"].path == "checkpoints/gone"
 
 
 def minimal_catalog() -> dict:
     """The least catalog.json the catalog schema takes: one model, its GPU check skipped."""
     photos = {"motorcycle_left": 0.999, "astronaut": 0.999, "coffee": 0.999}
     model = {
-        "aspect": "9x16", "ratio": "9:16", "height": 896, "width": 504, "file": "artifacts/models/9x16.tflite",
+        "cell": "small-896-9x16", "model": "small", "tier": 896, "aspect": "9x16", "ratio": "9:16", "height": 896,
+        "width": 504, "file": "artifacts/models/small/896/9x16/model_fp16.tflite",
         "sha256": "0" * 64, "bytes": 1, "precision": "fp16-weights",
         "input": {"shape": [1, 3, 896, 504], "layout": "NCHW", "dtype": "float32",
                   "preprocessing": {"resize": "cover", "crop": "center", "scale": 1 / 255, "mean": [0.5] * 3,
@@ -255,11 +300,12 @@ def minimal_catalog() -> dict:
         "gpu": {"checked": False, "reason": "validation.gpu: skip"},
     }
     return {
-        "schema_version": 1, "name": "da3-small-litert", "version": "0.1.0", "created": "2026-01-01T00:00:00Z",
-        "checkpoint": {"source": "random", "repo": None, "revision": None, "resolved_revision": None, "path": None,
-                       "seed": 0, "model_name": "da3-small", "weights_sha256": "0" * 64},
-        "license": {"code": "Apache-2.0", "weights": "none: stress weights", "weights_source": "random, seed 0",
-                    "attribution": None},
+        "schema_version": 2, "name": "da3-small-litert", "version": "0.1.0", "created": "2026-01-01T00:00:00Z",
+        "sources": {"small": {
+            "checkpoint": {"source": "random", "repo": None, "revision": None, "resolved_revision": None, "path": None,
+                           "seed": 0, "model_name": "da3-small", "weights_sha256": "0" * 64},
+            "license": {"code": "Apache-2.0", "weights": "none: stress weights", "weights_source": "random, seed 0",
+                        "attribution": None}}},
         "tools": {t: "1.0" for t in ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer",
                                      "depth-anything-3", "dvc")},
         "models": [model],
@@ -271,6 +317,10 @@ def minimal_catalog() -> dict:
     [
         ({"catalog__version": "1.0"}, ("version",), "1.0", "catalog.version: '1.0'", "'1.0' does not match"),
         ({"catalog__name": "DA3"}, ("name",), "DA3", "catalog.name: 'DA3'", "'DA3' does not match"),
+        ({"models__Small": {"source": "random"}}, ("models", 0, "model"), "Small", "key 'Small'",
+         "'Small' does not match"),
+        ({"tiers": [900]}, ("models", 0, "tier"), 900, "tiers[0]: 900 is not a multiple of 14",
+         "900 is not a multiple of 14"),
         ({"aspects__9x16": {"height": 900, "width": 504}}, ("models", 0, "height"), 900,
          "aspects.9x16.height: 900 is not a multiple of 14", "900 is not a multiple of 14"),
         ({"aspects__9x16": {"ratio": " 9:16"}}, ("models", 0, "ratio"), " 9:16",

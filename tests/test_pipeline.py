@@ -22,15 +22,16 @@ def dvc_yaml() -> dict:
 def test_the_stage_names_are_dvc_yamls():
     stages = dvc_yaml()
     assert tuple(stages) == pipeline.STAGES  # file order
-    assert tuple(name for name, s in stages.items() if "foreach" in s) == pipeline.PER_ASPECT_STAGES
-    assert tuple(name for name, s in stages.items() if "foreach" not in s) == \
+    per_cell = {"model": "${models}", "tier": "${tiers}", "aspect": "${aspects}"}
+    assert tuple(name for name, s in stages.items() if s.get("matrix") == per_cell) == pipeline.PER_CELL_STAGES
+    assert tuple(name for name, s in stages.items() if s.get("matrix") != per_cell) == \
         pipeline.SHARED_STAGES + pipeline.FINAL_STAGES
-    # The shared stages come before every per-aspect stage, the final ones after.
-    assert pipeline.STAGES == pipeline.SHARED_STAGES + pipeline.PER_ASPECT_STAGES + pipeline.FINAL_STAGES
+    # The shared stages come before every per-cell stage, the final ones after.
+    assert pipeline.STAGES == pipeline.SHARED_STAGES + pipeline.PER_CELL_STAGES + pipeline.FINAL_STAGES
 
 
-def test_the_gpu_stage_is_the_per_aspect_stage_on_the_gpu_runtime_and_nothing_per_aspect_needs_it():
-    per_aspect = {name: s["do"] for name, s in dvc_yaml().items() if "foreach" in s}
+def test_the_gpu_stage_is_the_per_cell_stage_on_the_gpu_runtime_and_nothing_per_cell_needs_it():
+    per_aspect = {name: s for name, s in dvc_yaml().items() if name in pipeline.PER_CELL_STAGES}
     on_gpu = [name for name, s in per_aspect.items() if "da3_litert_farm/gpu/gpu_runtime.py" in s["deps"]]
     assert on_gpu == [pipeline.GPU_STAGE]
     gpu_outs = set(per_aspect[pipeline.GPU_STAGE]["outs"])
@@ -39,19 +40,19 @@ def test_the_gpu_stage_is_the_per_aspect_stage_on_the_gpu_runtime_and_nothing_pe
 
 
 def test_each_stage_seconds_come_from_that_stages_own_record(tmp_path):
-    outs = {name: s["do"]["outs"] for name, s in dvc_yaml().items() if "foreach" in s}
+    outs = {name: s["outs"] for name, s in dvc_yaml().items() if name in pipeline.PER_CELL_STAGES}
     recorded = {"patch": ("patch.json", 11.0), "export": ("export.json", 22.0), "quantize": ("quantize.json", 33.0),
                 "validate": ("metrics.json", 44.0), "gpu": ("gpu.json", 55.0)}
     for stage, (name, seconds) in recorded.items():
-        assert f"artifacts/models/${{key}}/{name}" in outs[stage]  # the file is that stage's output
-        (tmp_path / "artifacts/models/a").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "artifacts/models/a" / name).write_text(json.dumps({"aspect": "a", "seconds": seconds}))
-    assert pipeline.stage_seconds("a", tmp_path) == {stage: s for stage, (_, s) in recorded.items()}
+        assert f"artifacts/models/${{item.model}}/${{item.tier}}/${{item.aspect}}/{name}" in outs[stage]  # its output
+        (tmp_path / "artifacts/models/m/112/a").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "artifacts/models/m/112/a" / name).write_text(json.dumps({"cell": "m-112-a", "seconds": seconds}))
+    assert pipeline.stage_seconds("m-112-a", tmp_path) == {stage: s for stage, (_, s) in recorded.items()}
 
-    (tmp_path / "artifacts/models/a/export.json").unlink()  # not recorded: the report shows "-"
-    (tmp_path / "artifacts/models/a/gpu.json").write_text(json.dumps({"checked": False}))
-    assert pipeline.stage_seconds("a", tmp_path) == {"patch": 11.0, "export": None, "quantize": 33.0,
-                                                     "validate": 44.0, "gpu": None}
+    (tmp_path / "artifacts/models/m/112/a/export.json").unlink()  # not recorded: the report shows "-"
+    (tmp_path / "artifacts/models/m/112/a/gpu.json").write_text(json.dumps({"checked": False}))
+    assert pipeline.stage_seconds("m-112-a", tmp_path) == {"patch": 11.0, "export": None, "quantize": 33.0,
+                                                           "validate": 44.0, "gpu": None}
 
 
 def tiny_dvc_repo(root: Path) -> Path:

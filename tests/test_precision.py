@@ -127,15 +127,16 @@ def test_outlier_stress_weights_exceed_the_fp16_square_range(stress_net):
     assert torch.isfinite(depth).all() and 3 < float(hi / lo) < 30  # still about a decade of depth
 
 
-def test_profiler_names_a_bad_aspect_before_any_work():
-    result = subprocess.run([sys.executable, "-m", "da3_litert_farm.dev.precision", "21x9"], cwd=REPO,
+def test_profiler_names_a_bad_cell_before_any_work():
+    result = subprocess.run([sys.executable, "-m", "da3_litert_farm.dev.precision", "small-896-21x9"], cwd=REPO,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
-    assert "precision 21x9: aspect '21x9' is not in params.yaml; configured: ['16x9', '3x4', '4x3', '9x16']" in result.stderr
+    assert ("precision small-896-21x9: cell 'small-896-21x9' is not in params.yaml's matrix (MODEL-TIER-ASPECT); "
+            "configured: ['small-896-9x16', 'small-896-3x4', 'small-896-4x3', 'small-896-16x9']") in result.stderr
 
 
 def test_profiler_refuses_a_bad_layernorm_shift():
-    result = subprocess.run([sys.executable, "-m", "da3_litert_farm.dev.precision", "9x16", "--layernorm-shift", "-2"],
+    result = subprocess.run([sys.executable, "-m", "da3_litert_farm.dev.precision", "small-896-9x16", "--layernorm-shift", "-2"],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "--layernorm-shift: '-2': give an integer K in [1, 12]" in result.stderr

@@ -61,12 +61,13 @@ def published(module_dir, fault_template):
     root = module_dir("publish")
     farm = copy_farm(fault_template, root)
     out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", cwd=farm.root, env=farm.env, ok=False)
-    assert "aspects 9x16, 3x4, 16x9 were never run on the GPU accelerator (validation.gpu: skip)" in out
+    assert ("cells small-112-9x16, small-112-3x4, small-112-16x9 were never run on the GPU accelerator "
+            "(validation.gpu: skip)") in out
     assert "--allow-unchecked-gpu" in out and not farm.git("tag").strip()
     out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", "--allow-unchecked-gpu", cwd=farm.root, env=farm.env,
               ok=False)
-    assert ("catalog 0.1.0 was built from stress weights (checkpoint.source: random, seed 0): its models compute "
-            "noise, not depth") in out
+    assert ("catalog 0.1.0 was built from stress weights (models.small.source: random, seed 0): its models "
+            "compute noise, not depth") in out
     assert "--allow-stress" in out and not farm.git("tag").strip()
     keyless = {**farm.env, "FARM_SIGNING_KEY": str(root / "no-such-key.pem")}
     out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *CHECKS, cwd=farm.root, env=keyless, ok=False)
@@ -74,7 +75,7 @@ def published(module_dir, fault_template):
             "FARM_SIGNING_KEY to the team's key; `make publish ARGS=--unsigned` publishes without a signature") in out
     assert not farm.git("tag").strip() and not farm.git("status", "--porcelain").strip()  # refused before any change
     out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW, cwd=farm.root, env=farm.env)
-    assert ("published da3-small-litert 0.1.0 as catalog/v0.1.0: 3 models and their bundle "
+    assert ("published da3-small-litert 0.1.0 as catalog/v0.1.0: 3 files and 1 bundle "
             "(STRESS WEIGHTS: --allow-stress)") in out
     assert "; UNSIGNED (--unsigned): apps that pin a publisher key refuse it" in out
     assert "unsigned: published with --unsigned" in farm.git("tag", "-l", "--format=%(contents)", "catalog/v0.1.0")
@@ -84,20 +85,23 @@ def published(module_dir, fault_template):
 def test_a_stress_catalog_says_so_in_the_catalog_and_every_tag(published):
     _, farm = published
     catalog = farm.catalog()
-    assert catalog["checkpoint"]["source"] == "random" and catalog["warning"].startswith("STRESS WEIGHTS")
-    for tag in ["catalog/v0.1.0", "da3-small-litert-bundle@v0.1.0"] + [f"da3-small-litert-{a}@v0.1.0" for a in TINY]:
+    assert catalog["sources"]["small"]["checkpoint"]["source"] == "random"
+    assert catalog["warning"].startswith("STRESS WEIGHTS")
+    for tag in ["catalog/v0.1.0", "da3-small-litert-small-112-bundle@v0.1.0"] + [
+            f"da3-small-litert-small-112-{a}@v0.1.0" for a in TINY]:
         assert "STRESS WEIGHTS" in farm.git("tag", "-l", "-n99", tag), tag
-    labels = yaml.safe_load((farm.root / "dvc.yaml").read_text())["artifacts"]["da3-small-litert-3x4"]["labels"]
+    labels = yaml.safe_load((farm.root / "dvc.yaml").read_text())["artifacts"]["da3-small-litert-small-112-3x4"]["labels"]
     assert "stress-weights" in labels
 
 
 def test_trained_weights_need_no_stress_flag():
     from da3_litert_farm.ops.publish import PublishError, check_stress
 
-    catalog = {"version": "1.0.0", "checkpoint": {"source": "local", "seed": None}}
+    catalog = {"version": "1.0.0", "sources": {"small": {"checkpoint": {"source": "local", "seed": None}},
+                                               "base": {"checkpoint": {"source": "hub", "seed": None}}}}
     check_stress(catalog, allow_stress=False)  # local (and hub) weights publish without the flag
-    catalog["checkpoint"].update(source="random", seed=3)
-    with pytest.raises(PublishError, match="seed 3"):
+    catalog["sources"]["base"]["checkpoint"].update(source="random", seed=3)
+    with pytest.raises(PublishError, match=r"stress weights \(models.base.source: random, seed 3\)"):
         check_stress(catalog, allow_stress=False)
     check_stress(catalog, allow_stress=True)
 
@@ -120,24 +124,24 @@ def test_publish_pushed_files_tagged_and_declared_artifacts(published):
     root, farm = published
     remote = root / "da3-farm-remote"
     catalog = farm.catalog()
-    for m in catalog["models"] + [catalog["bundle"]]:
+    for m in catalog["models"] + [catalog["bundles"][0]]:
         md5 = hashlib.md5((farm.root / m["file"]).read_bytes()).hexdigest()
         assert (remote / "files" / "md5" / md5[:2] / md5[2:]).is_file()
-    assert {"catalog/v0.1.0", "da3-small-litert-9x16@v0.1.0", "da3-small-litert-bundle@v0.1.0"} <= set(
+    assert {"catalog/v0.1.0", "da3-small-litert-small-112-9x16@v0.1.0", "da3-small-litert-small-112-bundle@v0.1.0"} <= set(
         farm.git("tag").split())
     artifacts = yaml.safe_load((farm.root / "dvc.yaml").read_text())["artifacts"]
-    assert set(artifacts) == {"da3-small-litert-9x16", "da3-small-litert-3x4", "da3-small-litert-16x9",
-                              "da3-small-litert-bundle"}
-    assert artifacts["da3-small-litert-bundle"]["meta"]["signatures"] == {
+    assert set(artifacts) == {"da3-small-litert-small-112-9x16", "da3-small-litert-small-112-3x4", "da3-small-litert-small-112-16x9",
+                              "da3-small-litert-small-112-bundle"}
+    assert artifacts["da3-small-litert-small-112-bundle"]["meta"]["signatures"] == {
         "9x16": [1, 3, 112, 70], "3x4": [1, 3, 112, 84], "16x9": [1, 3, 70, 112]}
-    meta = artifacts["da3-small-litert-9x16"]["meta"]
+    meta = artifacts["da3-small-litert-small-112-9x16"]["meta"]
     assert meta["shape"] == [1, 3, 112, 70] and meta["precision"] == "fp16-weights" and meta["aspect"] == "9x16"
-    assert artifacts["da3-small-litert-9x16"]["type"] == "model"
+    assert artifacts["da3-small-litert-small-112-9x16"]["type"] == "model"
     # Plain DVC fetches the published model by artifact name and by path at the tag.
     got = root / "got"
-    run(sys.executable, "-m", "dvc", "artifacts", "get", farm.root, "da3-small-litert-9x16", "--rev", "v0.1.0",
+    run(sys.executable, "-m", "dvc", "artifacts", "get", farm.root, "da3-small-litert-small-112-9x16", "--rev", "v0.1.0",
         "-o", got / "by-name.tflite", cwd=root, env=farm.env)
-    run(sys.executable, "-m", "dvc", "get", farm.root, "artifacts/models/9x16/model_fp16.tflite", "--rev",
+    run(sys.executable, "-m", "dvc", "get", farm.root, "artifacts/models/small/112/9x16/model_fp16.tflite", "--rev",
         "catalog/v0.1.0", "-o", got / "by-path.tflite", cwd=root, env=farm.env)
     expected = next(m["sha256"] for m in catalog["models"] if m["aspect"] == "9x16")
     assert sha256_file(got / "by-name.tflite") == sha256_file(got / "by-path.tflite") == expected
@@ -152,16 +156,16 @@ def test_publish_refusals(published):
 
     # Rebuild 16x9 at another shape but keep the version: refused, nothing tagged or pushed.
     doc = farm.params
-    doc["aspects"]["16x9"] = {"ratio": "16:9", "long_side": 140}
+    doc["aspects"]["16x9"] = {"ratio": "2:1"}  # 56x112
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"params", "patch@16x9", "export@16x9", "quantize@16x9", "validate@16x9", "gpu@16x9", "bundle",
-                   "catalog", "report"}
+    assert ran == {"params", "bundle@small-112", "catalog", "report"} | {
+        f"{stage}@small-112-16x9" for stage in ("patch", "export", "quantize", "validate", "gpu")}
     farm.git("add", "-A")
-    farm.git("commit", "-qm", "16x9 at long side 140")
+    farm.git("commit", "-qm", "16x9 at 2:1")
     out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW, cwd=farm.root, env=farm.env, ok=False)
-    assert "catalog 0.1.0 is already published with other files (da3-small-litert-16x9:" in out
-    assert "da3-small-litert-bundle:" in out  # the bundle holds the rebuilt 16x9 too
+    assert "catalog 0.1.0 is already published with other files (da3-small-litert-small-112-16x9:" in out
+    assert "da3-small-litert-small-112-bundle:" in out  # the bundle holds the rebuilt 16x9 too
     assert "bump catalog.version" in out
 
     doc["catalog"]["version"] = "0.2.0"
@@ -217,11 +221,11 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
     _, farm = published
     target = tmp_path / "assets"
     out = farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "0.1.0", "--bundle", "--out", target, env=env, cwd=tmp_path)
-    assert "bundle of 16x9, 3x4, 9x16" in out and "WARNING: STRESS WEIGHTS" in out  # signatures in name order
-    bundle = target / "da3-small-litert-bundle-fp16.tflite"
+    assert "bundle small-112 of 16x9, 3x4, 9x16" in out and "WARNING: STRESS WEIGHTS" in out  # name order
+    bundle = target / "da3-small-litert-small-112-bundle-fp16.tflite"
     side = json.loads((target / f"{bundle.name}.json").read_text())
     catalog = json.loads(farm.git("show", "catalog/v0.1.0:artifacts/catalog.json"))  # as published
-    assert side["sha256"] == sha256_file(bundle) == catalog["bundle"]["sha256"]
+    assert side["sha256"] == sha256_file(bundle) == catalog["bundles"][0]["sha256"]
     assert side["kind"] == "bundle" and side["stress_weights"] is True
     assert [(s["signature"], s["input"]["shape"]) for s in side["signatures"]] == [
         ("16x9", [1, 3, 70, 112]), ("3x4", [1, 3, 112, 84]), ("9x16", [1, 3, 112, 70])]
@@ -239,13 +243,13 @@ def test_pull_the_bundle_from_a_clone(app_clone, published, tmp_path):
         image = normalize(cover_and_center_crop(load_photo("coffee"), m["height"], m["width"]))
         assert (TFLiteModel(bundle, signature=m["aspect"])(image) == TFLiteModel(path)(image)).all()
     out = farm_cli("select", "--repo", app, "--version", "0.1.0", "--camera", "3024x4032", env=env, cwd=tmp_path)
-    assert "in the bundle: signature '3x4' of artifacts/bundle/model_fp16.tflite" in out
+    assert "in the bundle small-112: signature '3x4' of artifacts/bundles/small-112/model_fp16.tflite" in out
 
 
 def test_pull_by_aspect_and_version(app_clone, tmp_path):
     app, env = app_clone
     farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "0.2.0", "--aspect", "16x9", "--out", tmp_path, env=env, cwd=tmp_path)
-    assert (tmp_path / "da3-small-litert-16x9-84x140-fp16.tflite").is_file()
+    assert (tmp_path / "da3-small-litert-small-112-16x9-56x112-fp16.tflite").is_file()
 
 
 def test_pull_rejects_a_tampered_file_without_touching_the_target(published, tmp_path):
@@ -291,7 +295,7 @@ def test_pull_errors_leave_target_untouched(published, app_clone, tmp_path):
                        env=env, cwd=tmp_path, ok=False)
     finally:
         (root / "remote-away").rename(remote)
-    assert "cannot download artifacts/models/9x16/model_fp16.tflite" in out
+    assert "cannot download artifacts/models/small/112/9x16/model_fp16.tflite" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -299,8 +303,8 @@ def test_diff_and_versions(app_clone, tmp_path):
     app, env = app_clone
     assert farm_cli("versions", "--repo", app, env=env, cwd=tmp_path).split() == ["0.1.0", "0.2.0"]
     rows = json.loads(farm_cli("diff", "--repo", app, "0.1.0", "0.2.0", "--json", env=env, cwd=tmp_path))
-    by = {r["aspect"]: r for r in rows}
-    assert by["16x9"]["change"] == "changed" and by["16x9"]["shape"] == "70x112 -> 84x140"
+    by = {r["cell"].removeprefix("small-112-"): r for r in rows}
+    assert by["16x9"]["change"] == "changed" and by["16x9"]["shape"] == "70x112 -> 56x112"
     assert by["16x9"]["bytes_delta"] != 0
     assert by["9x16"]["change"] == "same" and by["9x16"]["bytes_delta"] == 0
     text = farm_cli("diff", "--repo", app, "0.1.0", "0.2.0", env=env, cwd=tmp_path)
@@ -311,7 +315,7 @@ def test_diff_and_versions(app_clone, tmp_path):
 def test_select_explains_the_choice(app_clone, tmp_path):
     app, env = app_clone
     out = farm_cli("select", "--repo", app, "--version", "0.1.0", "--camera", "1080x2400", env=env, cwd=tmp_path)
-    assert "camera 1080x2400" in out and "-> 9x16" in out
+    assert "camera 1080x2400" in out and "-> small-112-9x16" in out
     assert "WARNING: STRESS WEIGHTS: built from seeded random weights" in out
     help_text = farm_cli("--help", env=env, cwd=tmp_path)
     words = " ".join(help_text.split())
@@ -320,8 +324,8 @@ def test_select_explains_the_choice(app_clone, tmp_path):
     assert "--camera WxH" in farm_cli("pull", "--help", env=env, cwd=tmp_path)
     # A sensor size passed unrotated: the pick, and what the portrait frame would get.
     out = farm_cli("select", "--repo", app, "--version", "0.1.0", "--camera", "4032x3024", env=env, cwd=tmp_path)
-    assert "-> 16x9" in out and "4032x3024 (landscape) gets 16x9 (HxW 70x112); if your app feeds the frame " \
-                                "portrait, pass 3024x4032: it gets 3x4 (HxW 112x84)" in out
+    assert "-> small-112-16x9" in out and "4032x3024 (landscape) gets small-112-16x9 (HxW 70x112); if your app " \
+                                          "feeds the frame portrait, pass 3024x4032: it gets small-112-3x4 (HxW 112x84)" in out
 
 
 def test_pull_refuses_a_stress_catalog_unless_allowed(app_clone, tmp_path):
@@ -394,7 +398,7 @@ def test_publish_is_all_or_nothing_at_each_failure_point(published):
     farm.git("add", "-A")
     farm.git("commit", "-qm", "catalog 0.3.0")
     publish = [sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW]
-    expected = {"refs/tags/catalog/v0.3.0", "refs/tags/da3-small-litert-bundle@v0.3.0"} | {
+    expected = {"refs/tags/catalog/v0.3.0", "refs/tags/da3-small-litert-small-112-bundle@v0.3.0"} | {
         f"refs/tags/da3-small-litert-{a}@v0.3.0" for a in TINY}
 
     # 1. The DVC remote cannot be written: nothing is tagged anywhere.
@@ -408,10 +412,10 @@ def test_publish_is_all_or_nothing_at_each_failure_point(published):
     (farm.root / ".dvc" / "config.local").unlink()
 
     # 2. One tag cannot be created (a ref is in its way): none of the tags is made.
-    blocked = "refs/tags/da3-small-litert-3x4@v0.3.0"
+    blocked = "refs/tags/da3-small-litert-small-112-3x4@v0.3.0"
     farm.git("update-ref", f"{blocked}/x", "HEAD")
     out = run(*publish, cwd=farm.root, env=farm.env, ok=False)
-    assert "update-ref" in out and "da3-small-litert-3x4@v0.3.0" in out
+    assert "update-ref" in out and "da3-small-litert-small-112-3x4@v0.3.0" in out
     assert _tags(farm.root, "0.3.0") == {} and _tags(origin, "0.3.0") == {}
     farm.git("update-ref", "-d", f"{blocked}/x")
 
@@ -500,8 +504,8 @@ def test_the_client_alone_pulls_in_a_fresh_venv(published, plain_client, tmp_pat
     target = tmp_path / "app" / "assets"
     out = run(venv / "bin" / "farm", "pull", "--allow-stress", "--allow-unsigned", "--repo", farm.root, "--version", "0.1.0", "--camera", "1080x1920",
               "--out", target, cwd=tmp_path, env=env)
-    assert "-> 9x16" in out and "WARNING: STRESS WEIGHTS" in out
-    model = target / "da3-small-litert-9x16-112x70-fp16.tflite"
+    assert "-> small-112-9x16" in out and "WARNING: STRESS WEIGHTS" in out
+    model = target / "da3-small-litert-small-112-9x16-112x70-fp16.tflite"
     expected = next(m["sha256"] for m in json.loads(farm.git("show", "catalog/v0.1.0:artifacts/catalog.json"))["models"]
                     if m["aspect"] == "9x16")
     assert sha256_file(model) == expected == json.loads((target / f"{model.name}.json").read_text())["sha256"]
@@ -598,7 +602,7 @@ def test_a_fresh_client_pulls_from_s3_with_the_s3_extra(remotes, plain_client, p
     started = time.monotonic()
     out = client.farm(*pull, "--camera", "1080x1920", env=creds)
     print(f"\nfarm pull from the S3 server: {time.monotonic() - started:.1f} s")  # a figure for the record (-s)
-    assert "-> 9x16" in out
+    assert "-> small-112-9x16" in out
     (model,) = target.glob("*.tflite")
     catalogued = {m["aspect"]: m["sha256"] for m in catalog_at(remotes.farm, "0.5.0-rc.10")["models"]}
     assert sha256_file(model) == catalogued["9x16"]
@@ -655,16 +659,17 @@ def test_show_lists_what_a_published_version_holds(remotes, tmp_path):
     catalog = catalog_at(farm, "0.5.0")
     text = farm_cli("show", "--repo", farm.root, "--version", "0.5.0", env=farm.env, cwd=tmp_path)
     assert text.startswith("da3-small-litert 0.5.0 (created ")
-    assert "weights: stress: seeded random weights (seed 0)" in text and "WARNING: STRESS WEIGHTS" in text
+    assert "weights of small (da3-small): stress: seeded random weights (seed 0)" in text
+    assert "WARNING: STRESS WEIGHTS" in text
     for m in catalog["models"]:
-        row = next(line for line in text.splitlines() if line.startswith(f"{m['aspect']} "))
+        row = next(line for line in text.splitlines() if line.split()[:3] == [m["model"], str(m["tier"]), m["aspect"]])
         assert f"{m['height']}x{m['width']}" in row and m["sha256"][:12] in row and f"{m['bytes'] / 1e6:.2f}" in row
         assert f"{1 - m['fidelity']['pearson_min']:.1e}" in row and "not checked" in row  # this farm skips the GPU
-    assert catalog["bundle"]["sha256"][:12] in text and "litert-torch " + catalog["tools"]["litert-torch"] in text
+    assert catalog["bundles"][0]["sha256"][:12] in text and "litert-torch " + catalog["tools"]["litert-torch"] in text
     shown = json.loads(farm_cli("show", "--repo", farm.root, "--version", "0.5.0", "--json", env=farm.env,
                                 cwd=tmp_path))
-    assert [(r["aspect"], r["sha256"]) for r in shown["models"]] == [(m["aspect"], m["sha256"]) for m in catalog["models"]]
-    assert shown["weights"]["kind"] == "stress" and shown["tools"] == catalog["tools"]
+    assert [(r["cell"], r["sha256"]) for r in shown["models"]] == [(m["cell"], m["sha256"]) for m in catalog["models"]]
+    assert shown["weights"]["small"]["kind"] == "stress" and shown["tools"] == catalog["tools"]
 
 
 # ---- the README's recipes, line by line as printed ----
@@ -742,12 +747,12 @@ def test_the_readmes_publish_and_app_recipes_run_as_printed(published, module_di
         shipped = {m["aspect"]: m["sha256"] for m in catalog["models"]}
         assets = app / "app" / "src" / "main" / "assets" / "depth"
         by_name = {p.name: sha256_file(p) for p in assets.glob("*.tflite")}
-        assert sorted(by_name.values()) == sorted([shipped["3x4"], catalog["bundle"]["sha256"]])
-        assert any(version in o for o in outputs) and any("-> 3x4" in o for o in outputs)
+        assert sorted(by_name.values()) == sorted([shipped["3x4"], catalog["bundles"][0]["sha256"]])
+        assert any(version in o for o in outputs) and any("-> small-112-3x4" in o for o in outputs)
         assert sum(f"signature: verified, catalog/v{version} signed by key" in o for o in outputs) == 2
         assert any("verified 2 files and their sidecars" in o for o in outputs)  # farm verify, as printed
         for sidecar in assets.glob("*.json"):
-            assert json.loads(sidecar.read_text())["license"] == catalog["license"]
+            assert json.loads(sidecar.read_text())["license"] == catalog["sources"]["small"]["license"]
 
 
 def test_a_repository_that_never_published_says_how_to(tmp_path):
@@ -810,9 +815,9 @@ def test_a_signed_release_records_its_key_and_signature_and_no_secret(signed):
         statement = json.loads(farm.git("show", f"catalog/v{version}:artifacts/release/provenance.json"))
         catalog = catalog_at(farm, version)
         assert {s["digest"]["sha256"] for s in statement["subject"]} == {
-            m["sha256"] for m in catalog["models"] + [catalog["bundle"]]}
+            m["sha256"] for m in catalog["models"] + [catalog["bundles"][0]]}
         deps = {d["name"]: d for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
-        assert deps["checkpoint"]["digest"]["sha256"] == catalog["checkpoint"]["weights_sha256"]
+        assert deps["checkpoint small"]["digest"]["sha256"] == catalog["sources"]["small"]["checkpoint"]["weights_sha256"]
         commit = deps["code"]["digest"]["gitCommit"]  # the commit the catalog was built and committed at
         assert farm.git("show", f"{commit}:artifacts/catalog.json") == farm.git(
             "show", f"catalog/v{version}:artifacts/catalog.json")
@@ -828,7 +833,7 @@ def test_a_fresh_client_pulls_signed_releases_verified_from_s3_and_ssh(signed, t
     out = client.farm(*pull, "--trust", str(signed.publisher), "--out", str(target))
     verified_s = time.monotonic() - started
     assert f"signature: verified, catalog/v0.6.0 signed by key {fp[:16]}" in out
-    model = target / "da3-small-litert-9x16-112x70-fp16.tflite"
+    model = target / "da3-small-litert-small-112-9x16-112x70-fp16.tflite"
     catalog = catalog_at(farm, "0.6.0")
     expected = next(m["sha256"] for m in catalog["models"] if m["aspect"] == "9x16")
     assert sha256_file(model) == expected
@@ -950,7 +955,7 @@ def test_an_attacker_with_git_push_and_remote_write_but_not_the_key_is_refused(s
     assert ("catalog 0.8.1 is unsigned (no artifacts/release/signature.sig at catalog/v0.8.1): its publisher did not "
             "sign it, or someone without the key published it; pass --allow-unsigned") in out
     out, taken = pull("0.8.1", "--allow-unsigned", ok=True)  # what pinning stops: unpinned, the attack lands
-    assert (taken / "da3-small-litert-9x16-112x70-fp16.tflite").read_bytes() == payload
+    assert (taken / "da3-small-litert-small-112-9x16-112x70-fp16.tflite").read_bytes() == payload
     assert "signature: NOT verified: the release is unsigned (--allow-unsigned)" in out
 
     forge("0.8.2", keep_release=True)  # the publisher's 0.7.0 signature and provenance, copied in
@@ -982,7 +987,7 @@ def test_an_attacker_with_git_push_and_remote_write_but_not_the_key_is_refused(s
         out, _ = pull("0.7.0", *pin, aspect="3x4", repo=fresh)
     finally:
         copy.write_bytes(original)
-    assert "sha256 mismatch for artifacts/models/3x4/model_fp16.tflite (catalog 0.7.0)" in out
+    assert "sha256 mismatch for artifacts/models/small/112/3x4/model_fp16.tflite (catalog 0.7.0)" in out
 
     # The team retired the key from 0.7.0 on (a rotation): 0.7.0 signed with it is refused, 0.6.0 is not.
     config = tmp_path / "trust.json"

@@ -58,8 +58,8 @@ def test_a_failed_screenshot_keeps_the_last_good_one_and_is_reported(tmp_path, m
     screenshot = tmp_path / "screenshot.png"
     screenshot.write_bytes(GOOD_PNG)
     monkeypatch.setattr(report_check, "find_browser", lambda: report_check.Browser("chromium", "chromedriver"))
-    monkeypatch.setattr(report_check, "open_browser", lambda browser, profile: FailingScreenshotDriver(["16x9"]))
-    catalog = {"models": [{"aspect": "16x9"}]}
+    monkeypatch.setattr(report_check, "open_browser", lambda browser, profile: FailingScreenshotDriver(["small-896-16x9"]))
+    catalog = {"models": [{"cell": "small-896-16x9"}]}
 
     problems, _ = report_check.check_report(page, catalog, screenshot)
 
@@ -180,18 +180,18 @@ def _download_fails_with(monkeypatch, error: BaseException) -> None:
         raise error
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
-    monkeypatch.setattr(checkpoint, "_require_hub_reachable", lambda repo, revision: None)
+    monkeypatch.setattr(checkpoint, "_require_hub_reachable", lambda repo, revision, key: None)
 
 
 @pytest.mark.parametrize("status, code, message", [
-    (404, "RevisionNotFound", f"checkpoint.revision 'v9.9': revision not found in {REPO} on the Hub"),
+    (404, "RevisionNotFound", f"models.base.revision 'v9.9': revision not found in {REPO} on the Hub"),
     (403, "GatedRepo", f"{REPO} is gated: accept its terms"),
-    (401, "RepoNotFound", f"checkpoint.repo '{REPO}': repository not found on the Hub, or private"),
+    (401, "RepoNotFound", f"models.base.repo '{REPO}': repository not found on the Hub, or private"),
 ])
 def test_a_hub_refusal_says_what_it_refused_not_offline(monkeypatch, status, code, message):
     _download_fails_with(monkeypatch, _hub_reply(status, code))
     with pytest.raises(CheckpointError) as err:
-        checkpoint.fetch_from_hub(REPO, "v9.9")
+        checkpoint.fetch_from_hub(REPO, "v9.9", key="models.base")  # the errors name the model's settings
     assert str(err.value).startswith(message)
     assert "hf download" not in str(err.value)  # not the offline help: the network is fine
 

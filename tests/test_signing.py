@@ -30,7 +30,6 @@ def keys(tmp_path: Path, name: str) -> tuple[Path, Path]:
 def catalog(version: str = "1.0.0", created: str = "2026-12-05T00:00:00Z") -> dict:
     doc = client_catalog()
     doc.update(version=version, created=created)
-    doc["checkpoint"]["weights_sha256"] = "ab" * 32
     return doc
 
 
@@ -113,9 +112,9 @@ def test_a_signed_release_verifies_against_its_publishers_key(tmp_path, publishe
     statement = json.loads(signed.provenance)
     assert statement["_type"] == "https://in-toto.io/Statement/v1"
     assert [(s["name"], s["digest"]["sha256"]) for s in statement["subject"]] == [
-        (f"da3-small-litert-{m['aspect']}", m["sha256"]) for m in catalog()["models"]]
+        (f"da3-small-litert-{m['cell']}", m["sha256"]) for m in catalog()["models"]]
     deps = {d["name"]: d["digest"] for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
-    assert deps == {"code": {"gitCommit": "c0ffee" * 6 + "abcd"}, "checkpoint": {"sha256": "ab" * 32}}
+    assert deps == {"code": {"gitCommit": "c0ffee" * 6 + "abcd"}, "checkpoint small": {"sha256": "ab" * 32}}
     assert statement["predicate"]["runDetails"]["builder"]["version"] == catalog()["tools"]
 
 

@@ -7,12 +7,12 @@ Loads the shipped FP16 .tflite with the GPU accelerator (ML Drift over WebGPU; o
 without a GPU, Mesa's lavapipe), records the adapter, whether every op runs on the GPU and
 whether the adapter's arithmetic really is FP16 (measured: an adapter without it makes ML
 Drift fall back to FP32 silently), and compares the GPU output on `validation.gpu_photos`
-(preprocessed as an app does, at the aspect's native shape) with the official FP32 PyTorch
+(preprocessed as an app does, at the cell's native shape) with the official FP32 PyTorch
 model's depth maps that validate@ASPECT saved in depth.npz: the same maps the CPU check used,
 so the two checks share one reference and this stage needs no PyTorch. Writes gpu.json (DVC
 metrics) and the GPU's depth map of each photo (gpu_depth.npz, float32 [1,1,H,W] per photo
 name), then fails if a gate fails: fully accelerated, FP16 arithmetic, finite output,
-validation.gpu_min_pearson and validation.gpu_max_mean_rel on every GPU photo. A failed aspect
+validation.gpu_min_pearson and validation.gpu_max_mean_rel on every GPU photo. A failed cell
 never reaches the catalog.
 
 With `validation.gpu: skip` it runs nothing and records that the check was skipped; the
@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from da3_litert_farm.core import fileio, paths
-from da3_litert_farm.core.aspects import Aspect
+from da3_litert_farm.core.cells import Cell
 from da3_litert_farm.checks.agreement import compare, gate_fidelity
 from da3_litert_farm.core.gpu_modes import DEFAULT_MODE, recommend
 from da3_litert_farm.gpu.gpu_runtime import Adapter, GpuError, GpuModel
@@ -40,7 +40,7 @@ from da3_litert_farm.model.photo_input import load_photo_array
 GATE_KEYS = ("validation.gpu_min_pearson", "validation.gpu_max_mean_rel")
 
 
-def references(aspect: Aspect, photos: tuple[str, ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def references(aspect: Cell, photos: tuple[str, ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(input, official FP32 depth) per photo: the official maps validate@ASPECT saved."""
     maps_file = paths.depth_maps(aspect.name)
     try:
@@ -136,9 +136,9 @@ def run_in_mode(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_
     return record, depths
 
 
-def gpu_check(aspect: Aspect, validation: ValidationParams) -> tuple[dict, dict[str, np.ndarray]]:
+def gpu_check(aspect: Cell, validation: ValidationParams) -> tuple[dict, dict[str, np.ndarray]]:
     shipped = paths.fp16_model(aspect.name)
-    head = {"aspect": aspect.name, "height": aspect.height, "width": aspect.width, "file": str(shipped),
+    head = {"cell": aspect.name, "height": aspect.height, "width": aspect.width, "file": str(shipped),
             "sha256": fileio.sha256_file(shipped)}
     if validation.gpu == "skip":
         return {**head, "checked": False, "reason": "validation.gpu is 'skip' in params.yaml", "passed": True,

@@ -8,7 +8,7 @@ a gate fails: on any photo, Pearson below validation.min_pearson or mean relativ
 validation.max_mean_rel (Pearson alone passes a depth map off by a factor or an offset); or
 any GPU-lint problem (a CONV_2D/FULLY_CONNECTED weight not in FP16, a tensor over
 max_tensor_mib, an op the delegate rejects). This is the CPU path (XNNPACK); the GPU stage
-checks the same file on the GPU accelerator. A failed aspect never reaches the catalog.
+checks the same file on the GPU accelerator. A failed cell never reaches the catalog.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 
 from da3_litert_farm.core import paths
-from da3_litert_farm.core.aspects import Aspect
+from da3_litert_farm.core.cells import Cell
 from da3_litert_farm.model.weights import load_official_from_dir
 from da3_litert_farm.checks.agreement import gate_fidelity, worst_case
 from da3_litert_farm.checks.fidelity import TFLiteModel, fidelity_per_photo, inference_ms
@@ -30,12 +30,12 @@ GATE_KEYS = ("validation.min_pearson", "validation.max_mean_rel")
 CPU_THREADS = 2  # XNNPACK threads: the farm machine's cores, and what a phone app commonly gives it
 
 
-def validate(aspect: Aspect, params: Params) -> tuple[dict, dict, dict]:
-    """(metrics, lint report, depth maps: official and CPU per photo) for the shipped file of one aspect."""
+def validate(aspect: Cell, params: Params) -> tuple[dict, dict, dict]:
+    """(metrics, lint report, depth maps: official and CPU per photo) for the shipped file of one cell."""
     validation = params.validation
     shipped = paths.fp16_model(aspect.name)
     report = lint(shipped, require_fp16=True, max_tensor_bytes=params.max_tensor_mib * MIB)
-    official = load_official_from_dir(paths.CHECKPOINT_DIR)
+    official = load_official_from_dir(paths.checkpoint_dir(aspect.model))
     maps = {}
     model = TFLiteModel(shipped, threads=CPU_THREADS)
     per_photo = fidelity_per_photo(official, model, validation.photos, aspect.height, aspect.width, maps)
@@ -44,7 +44,7 @@ def validate(aspect: Aspect, params: Params) -> tuple[dict, dict, dict]:
     gates, failures = gate_fidelity(per_photo, validation.min_pearson, validation.max_mean_rel, GATE_KEYS)
     failures += [f"gpu_lint: {p}" for p in report.problems]
     metrics = {
-        "aspect": aspect.name,
+        "cell": aspect.name,
         "height": aspect.height,
         "width": aspect.width,
         "file": str(shipped),

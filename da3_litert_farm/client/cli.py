@@ -2,10 +2,10 @@
 
   farm versions --repo R
   farm show     --repo R --version V [--json] [--trust KEY.pub]
-  farm select   --repo R --version V (--aspect NAME | --camera WxH [--long-side N | --max-gmac G])
+  farm select   --repo R --version V [--model M] (--aspect NAME | --camera WxH) [--long-side N | --max-gmac G]
                 [--trust KEY.pub]
-  farm pull     --repo R --version V (--aspect NAME | --camera WxH [--long-side N | --max-gmac G] | --bundle)
-                --out DIR
+  farm pull     --repo R --version V [--model M] (--aspect NAME | --camera WxH | --bundle)
+                [--long-side N | --max-gmac G] --out DIR
                 (--trust KEY.pub | --allow-unsigned) [--allow-stress]
   farm verify   DIR --trust KEY.pub
   farm diff     --repo R A B
@@ -13,8 +13,10 @@
 R is the farm's git repository (a path or a git URL); V a published catalog version
 (git tag catalog/vV). `pull` downloads the model through DVC from the remote committed in
 the repository at that tag, checks its sha256 against that version's catalog, and only then
-writes the .tflite and a JSON sidecar (input shape, layout, preprocessing, output meaning,
-the model's sha256) into DIR. It stages in a hidden folder inside DIR (so a build step that
+writes the .tflite (<catalog name>-<cell>-<H>x<W>-fp16.tflite; a bundle:
+<catalog name>-<bundle>-bundle-fp16.tflite) and a JSON sidecar (its cell, model and tier,
+input shape, layout, preprocessing, output meaning, the model's sha256, its weights' licence)
+into DIR. It stages in a hidden folder inside DIR (so a build step that
 may write only its declared output folder works); any failure removes that folder and
 leaves DIR as it was (a DIR that did not exist is not left behind). The old sidecar goes
 aside first and the new one comes last, so a sidecar always describes the model beside it. A pull
@@ -37,23 +39,34 @@ credentials from the usual places (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_
 ~/.aws); SSH needs `pip install "da3-litert-farm[ssh]"` and a key in ~/.ssh or an SSH agent.
 Nothing the client writes holds a credential.
 
+Choosing a model (--model NAME): a catalog may hold several models (params.yaml's `models`,
+e.g. small for relative depth and metric for metric depth), each at several resolution tiers
+(long sides, e.g. 896 and 518) and aspects; each file is a cell, named MODEL-TIER-ASPECT
+(small-896-9x16). `select` and `pull` choose among the files of one model: --model may be left
+out when the catalog holds one, and is required when it holds several (the refusal names them
+and their output). --aspect takes a cell name (small-896-9x16) or an aspect name (9x16); an
+aspect the model holds at several tiers needs --long-side N to name the tier.
+
 Choosing by camera (--camera WxH): W x H is the frame as it is fed to the model, after
 rotation. A phone sensor reports landscape sizes (4032x3024); a portrait app rotates the
-frame and must pass 3024x4032. The pick is the catalogued aspect whose width/height ratio is
+frame and must pass 3024x4032. The pick is the model's file whose width/height ratio is
 closest to the frame's, in log space (so 9:16 and 16:9 are equally far from 1:1): the model
-that crops the least. Ties go to the model with more pixels, then to the aspect name. The
+that crops the least. Ties go to the model with more pixels, then to the cell name. The
 choice and its ratio error are printed and, where the catalog holds the other orientation
-too, what the rotated frame would get. A catalog may hold files of several resolutions (an
-aspect entry of params.yaml with its own long_side): --long-side N first keeps the files of
-that long side, --max-gmac G those that cost at most G GMAC per inference (a latency budget),
-and the camera then picks among them (da3_litert_farm.core.aspects.within_tier).
+too, what the rotated frame would get. Among the model's tiers, --long-side N first keeps
+the files of that long side, --max-gmac G those that cost at most G GMAC per inference (a
+latency budget), and the camera then picks among them; without either, among the largest file
+of each ratio (da3_litert_farm.core.aspects.within_tier).
 
-`pull --bundle` writes the version's bundle instead: one .tflite holding every aspect, a
-signature per aspect (signature key = aspect name), the weights stored once; its sidecar lists
-each signature's input shape and preprocessing. The app picks the signature at run time the
-way `select` picks a model (da3_litert_farm.core.aspects.closest_aspect), and `select` names it.
+`pull --bundle` writes a bundle instead: one per model and tier (named MODEL-TIER, e.g.
+small-896), one .tflite holding every aspect of that tier, a signature per aspect (signature
+key = aspect name), the weights stored once. --model and --long-side N name it; --long-side
+may be left out when the model has one tier, and --max-gmac does not apply. Its sidecar lists
+each signature's cell, input shape and preprocessing. The app picks the signature at run time
+the way `select` picks a model (da3_litert_farm.core.aspects.closest_aspect), and `select`
+names it.
 
-A catalog built from stress weights (a dry run of the farm: its models compute noise) is
+A catalog with any model built from stress weights (a dry run of the farm: it computes noise) is
 flagged STRESS WEIGHTS by `show`, `select` and every sidecar, and `pull` refuses it unless
 given --allow-stress.
 """
@@ -79,6 +92,7 @@ from da3_litert_farm.client.trust import (TRUST_ENV, Release, Trust, TrustError,
                                           release_from_folder, short, write_release_folder)
 from da3_litert_farm.core import fileio
 from da3_litert_farm.core.aspects import Aspect, Shape, closest_aspect, within_tier
+from da3_litert_farm.core.cells import bundle_artifact
 from da3_litert_farm.core.licensing import catalog_license
 from da3_litert_farm.core.git import GitError
 from da3_litert_farm.core.releases import published_versions, stress_warning, tag_for
@@ -145,26 +159,130 @@ def parse_camera(text: str) -> tuple[int, int]:
 
 
 def choose(catalog: dict, aspect: str | None, camera: tuple[int, int] | None, long_side: int | None = None,
-           max_gmac: float | None = None) -> tuple[dict, str]:
-    """The catalog entry to ship, and why: the named aspect, or for a camera the closest ratio among the files
-    of a tier (core.aspects.within_tier: a long side, or a GMAC budget; every file by default)."""
-    models = {m["aspect"]: m for m in check_catalog(catalog)["models"]}
+           max_gmac: float | None = None, model: str | None = None) -> tuple[dict, str]:
+    """The catalog entry to ship, and why: among the files of one model (`model`; by default the catalog's only
+    one), the named cell or aspect, or for a camera the closest ratio among the files of a tier
+    (core.aspects.within_tier: a long side, or a GMAC budget; the largest of each ratio by default)."""
+    check_catalog(catalog)
     if aspect is not None:
-        if long_side is not None or max_gmac is not None:
-            raise PullError("--long-side and --max-gmac choose among the files a --camera fits; --aspect names one")
-        if aspect not in models:
-            raise PullError(f"aspect {aspect!r} is not in catalog {catalog['version']}; available: {sorted(models)}")
-        return models[aspect], f"aspect {aspect} requested"
-    gmac = {name: m["gpu_lint"]["gmac"] for name, m in models.items() if "gmac" in m.get("gpu_lint", {})}
-    aspects, tier = within_tier(catalog_aspects(catalog), long_side, max_gmac, gmac)
+        if max_gmac is not None:
+            raise PullError("--max-gmac chooses among the files a --camera fits; --aspect names one (--long-side "
+                            "names its tier)")
+        return _named(catalog, aspect, long_side, model)
+    model = pick_model(catalog, model)
+    models = {m["cell"]: m for m in catalog["models"] if m["model"] == model}
+    gmac = {cell: m["gpu_lint"]["gmac"] for cell, m in models.items() if "gmac" in m.get("gpu_lint", {})}
+    aspects, tier = within_tier(catalog_aspects(catalog, model), long_side, max_gmac, gmac)
     best, why = closest_aspect(aspects, *camera)
     note = orientation_note(aspects, camera)
     cost = f", {gmac[best.name]:g} GMAC per inference" if best.name in gmac else ""
-    return models[best.name], (f"{tier}; " if tier else "") + why + cost + (f"\n{note}" if note else "")
+    which = f"model {model}; " if len(held_models(catalog)) > 1 else ""
+    return models[best.name], which + (f"{tier}; " if tier else "") + why + cost + (f"\n{note}" if note else "")
 
 
-def catalog_aspects(catalog: dict) -> list[Aspect]:
-    return [Aspect(m["aspect"], m["ratio"], Shape(m["height"], m["width"])) for m in catalog["models"]]
+def _named(catalog: dict, name: str, long_side: int | None, model: str | None) -> tuple[dict, str]:
+    """The entry `--aspect NAME` names: a cell, or an aspect of the model at one tier."""
+    version = catalog["version"]
+    cells = {m["cell"]: m for m in catalog["models"]}
+    if name in cells:  # a cell names its model and tier: --model and --long-side may only agree
+        entry = cells[name]
+        if model is not None and model != entry["model"]:
+            raise PullError(f"cell {name} is of model {entry['model']}, not --model {model}")
+        if long_side is not None and long_side != entry["tier"]:
+            raise PullError(f"cell {name} is of long side {entry['tier']}, not --long-side {long_side}")
+        return entry, f"cell {name} requested"
+    model = pick_model(catalog, model)
+    entries = [m for m in catalog["models"] if m["model"] == model]
+    named = [m for m in entries if m["aspect"] == name]
+    if not named:
+        raise PullError(f"aspect {name!r} is not in catalog {version}; available: "
+                        f"{sorted({m['aspect'] for m in entries})} (the aspects of model {model}; a cell name such "
+                        f"as {entries[0]['cell']} works too)")
+    if long_side is not None:
+        tiers = sorted({m["tier"] for m in named})
+        named = [m for m in named if m["tier"] == long_side]
+        if not named:
+            raise PullError(f"aspect {name} of model {model} is not at long side {long_side} in catalog {version}: "
+                            f"its long sides are {', '.join(map(str, tiers))}")
+    if len(named) > 1:
+        raise PullError(f"aspect {name} of model {model} is at {len(named)} long sides in catalog {version}: "
+                        f"{', '.join(m['cell'] for m in named)}; choose one with --long-side, or name the cell")
+    return named[0], f"aspect {name} requested: {named[0]['cell']}"
+
+
+def held_models(catalog: dict) -> list[str]:
+    """The models the catalog holds files of, in its order."""
+    with_files = {m["model"] for m in catalog["models"]}
+    return [name for name in catalog["sources"] if name in with_files]
+
+
+def pick_model(catalog: dict, model: str | None) -> str:
+    """`model`, if the catalog holds it; by default the catalog's only model. Refusals name what it holds."""
+    held = held_models(catalog)
+    if model is None and len(held) == 1:
+        return held[0]
+    if model in held:
+        return model
+    listed = f"model{'s' if len(held) > 1 else ''} {', '.join(_described(catalog, name) for name in held)}"
+    if model is None:
+        raise PullError(f"catalog {catalog['version']} holds {listed}: choose one with --model")
+    raise PullError(f"model {model!r} is not in catalog {catalog['version']}; it holds {listed}")
+
+
+def _described(catalog: dict, model: str) -> str:
+    """A model's name and what its files output (e.g. small (relative depth))."""
+    output = next(m.get("output") or {} for m in catalog["models"] if m["model"] == model)
+    kind = output.get("kind") or output.get("meaning")
+    return f"{model} ({kind})" if isinstance(kind, str) else model
+
+
+def catalog_aspects(catalog: dict, model: str | None = None) -> list[Aspect]:
+    """The files of `model` (else every file) as core.aspects chooses among them, named by cell, so that a
+    reason names the file."""
+    return [Aspect(m["cell"], m["ratio"], Shape(m["height"], m["width"])) for m in catalog["models"]
+            if model in (None, m["model"])]
+
+
+def choose_bundle(catalog: dict, model: str | None = None, long_side: int | None = None) -> tuple[dict, str]:
+    """The bundle of one model (by default the catalog's only one) at one tier (by default its only one)."""
+    check_catalog(catalog)
+    version = catalog["version"]
+    if not catalog.get("bundles"):
+        raise PullError(f"catalog {version} has no bundle; pull one aspect")
+    model = pick_model(catalog, model)
+    bundles = [b for b in catalog["bundles"] if b["model"] == model]
+    tiers = ", ".join(str(b["tier"]) for b in sorted(bundles, key=lambda b: -b["tier"]))
+    if not bundles:
+        raise PullError(f"catalog {version} has no bundle of model {model}; pull one aspect")
+    if long_side is not None:
+        bundles = [b for b in bundles if b["tier"] == long_side]
+        if not bundles:
+            raise PullError(f"model {model} has no bundle of long side {long_side} in catalog {version}: its "
+                            f"bundles' long sides are {tiers}")
+    if len(bundles) > 1:
+        raise PullError(f"model {model} has a bundle per long side in catalog {version} ({tiers}): choose one "
+                        f"with --long-side")
+    bundle = bundles[0]
+    return bundle, f"bundle {bundle['bundle']} of {', '.join(s['signature'] for s in bundle['signatures'])}"
+
+
+def find_bundle(catalog: dict, name: str | None = None) -> dict:
+    """Bundle `name` (MODEL-TIER); None: the catalog's only bundle."""
+    bundles = {b["bundle"]: b for b in catalog.get("bundles", [])}
+    if name is None and len(bundles) == 1:
+        return next(iter(bundles.values()))
+    if name in bundles:
+        return bundles[name]
+    held = f"its bundles: {', '.join(bundles) or 'none'}"
+    if name is None:
+        raise PullError(f"catalog {catalog['version']} holds {len(bundles)} bundles, not one: name one ({held})")
+    raise PullError(f"catalog {catalog['version']} has no bundle {name}; {held}")
+
+
+def bundle_of(catalog: dict, entry: dict) -> dict | None:
+    """The bundle that holds the entry's cell as a signature, if any."""
+    return next((b for b in catalog.get("bundles", []) if any(s["cell"] == entry["cell"] for s in b["signatures"])),
+                None)
 
 
 def orientation_note(aspects: list[Aspect], camera: tuple[int, int]) -> str | None:
@@ -189,26 +307,33 @@ def public_repo(repo: str) -> str:
     return repo
 
 
-def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str) -> dict:
+def _facts(catalog: dict, entry: dict) -> dict:
+    """What a sidecar tells the app to run a cell's file: its precision, input, output, fidelity and GPU check."""
     if missing := [k for k in ("precision", "input", "output") if k not in entry]:
-        raise PullError(f"catalog {catalog['version']}: aspect {entry['aspect']} lacks {', '.join(missing)}, which "
-                        f"its sidecar tells the app: a catalog older than the client, or damaged")
+        raise PullError(f"catalog {catalog['version']}: cell {entry['cell']} lacks {', '.join(missing)}, which its "
+                        f"sidecar tells the app: a catalog older than the client, or damaged")
+    return {"precision": entry["precision"], "input": entry["input"], "output": entry["output"],
+            "fidelity": entry["fidelity"],
+            "gpu": entry.get("gpu", {"checked": False, "reason": "catalog made before the farm ran a GPU check"})}
+
+
+def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str) -> dict:
+    facts = _facts(catalog, entry)
     return {
         "sidecar_version": SIDECAR_VERSION,
         "model_file": model_file,
         "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": public_repo(repo),
                     "tag": tag_for(catalog["version"])},
+        "cell": entry["cell"],
+        "model": entry["model"],
+        "tier": entry["tier"],
         "aspect": entry["aspect"],
         "ratio": entry["ratio"],
         "selected": reason,
         "sha256": entry["sha256"],
         "bytes": entry["bytes"],
-        "precision": entry["precision"],
-        "input": entry["input"],
-        "output": entry["output"],
-        "fidelity": entry["fidelity"],
-        "gpu": entry.get("gpu", {"checked": False, "reason": "catalog made before the farm ran a GPU check"}),
-        "license": catalog_license(catalog),
+        **facts,
+        "license": catalog_license(catalog, entry["model"]),
         "stress_weights": stress_warning(catalog) is not None,
         "warning": stress_warning(catalog),
     }
@@ -218,38 +343,42 @@ CHOOSING = ("run the signature whose width/height ratio is closest, in log space
             "model (after rotation); ties to the larger input, then the name (farm select --camera WxH prints it)")
 
 
-def bundle_sidecar(catalog: dict, repo: str, model_file: str) -> dict:
-    """What an app needs to run the bundle: every signature's input, preprocessing and output."""
+def bundle_sidecar(catalog: dict, repo: str, model_file: str, bundle: str | None = None) -> dict:
+    """What an app needs to run bundle `bundle` (MODEL-TIER; None: the catalog's only one): every signature's
+    cell, input, preprocessing and output."""
     check_catalog(catalog)
-    if "bundle" not in catalog:
-        raise PullError(f"catalog {catalog['version']} has no bundle (made before the farm built one)")
-    bundle, models = catalog["bundle"], {m["aspect"]: m for m in catalog["models"]}
+    if not catalog.get("bundles"):
+        raise PullError(f"catalog {catalog['version']} has no bundle")
+    found, cells = find_bundle(catalog, bundle), {m["cell"]: m for m in catalog["models"]}
     return {
         "sidecar_version": SIDECAR_VERSION,
         "model_file": model_file,
         "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": public_repo(repo),
                     "tag": tag_for(catalog["version"])},
         "kind": "bundle",
-        "sha256": bundle["sha256"],
-        "bytes": bundle["bytes"],
-        "precision": bundle["precision"],
+        "bundle": found["bundle"],
+        "model": found["model"],
+        "tier": found["tier"],
+        "sha256": found["sha256"],
+        "bytes": found["bytes"],
+        "precision": found["precision"],
         "choosing_a_signature": CHOOSING,
-        "signatures": [{"signature": s["signature"], "aspect": s["aspect"], "ratio": models[s["aspect"]]["ratio"],
-                        **{k: models[s["aspect"]][k] for k in ("input", "output", "fidelity", "gpu")}}
-                       for s in bundle["signatures"]],
-        "load": bundle["load"],
-        "license": catalog_license(catalog),
+        "signatures": [{"signature": s["signature"], "cell": s["cell"], "ratio": cells[s["cell"]]["ratio"],
+                        **{k: v for k, v in _facts(catalog, cells[s["cell"]]).items() if k != "precision"}}
+                       for s in found["signatures"]],
+        "load": found["load"],
+        "license": catalog_license(catalog, found["model"]),
         "stress_weights": stress_warning(catalog) is not None,
         "warning": stress_warning(catalog),
     }
 
 
 def model_file_name(catalog: dict, entry: dict) -> str:
-    return f"{catalog['name']}-{entry['aspect']}-{entry['height']}x{entry['width']}-fp16.tflite"
+    return f"{catalog['name']}-{entry['cell']}-{entry['height']}x{entry['width']}-fp16.tflite"
 
 
-def bundle_file_name(catalog: dict) -> str:
-    return f"{catalog['name']}-bundle-fp16.tflite"
+def bundle_file_name(catalog: dict, bundle: dict) -> str:
+    return f"{catalog['name']}-{bundle_artifact(bundle['bundle'])}-fp16.tflite"
 
 
 def release_folder_name(catalog: dict) -> str:
@@ -275,25 +404,25 @@ def trusted_catalog(repo: str, version: str, trust: Trust | None, allow_unsigned
 
 def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
          remote: str | None = None, bundle: bool = False, allow_stress: bool = False, trust: Trust | None = None,
-         allow_unsigned: bool = False, long_side: int | None = None, max_gmac: float | None = None
-         ) -> tuple[Path, str]:
-    """Verify the release's signature, download, check the file's sha256, then place the model (or the bundle)
-    and its sidecar in `out` (and, when verified, the release folder). Returns (model path, reason)."""
-    if bundle and (long_side is not None or max_gmac is not None):
-        raise PullError("--long-side and --max-gmac choose one file for a --camera; --bundle holds every file")
+         allow_unsigned: bool = False, long_side: int | None = None, max_gmac: float | None = None,
+         model: str | None = None) -> tuple[Path, str]:
+    """Verify the release's signature, download, check the file's sha256, then place the model (or the bundle of
+    `model` at tier `long_side`) and its sidecar in `out` (and, when verified, the release folder). Returns (model
+    path, reason)."""
+    if bundle and max_gmac is not None:
+        raise PullError("--max-gmac chooses one file for a --camera; --bundle holds every aspect of one tier "
+                        "(--long-side names the tier)")
     catalog, signature, release = trusted_catalog(repo, version, trust, allow_unsigned)
     if stress_warning(catalog) and not allow_stress:
         raise PullError(f"catalog {version} was built from stress weights: its models compute noise, not depth; "
                         f"nothing was downloaded. Pull a catalog built from a trained checkpoint, or pass "
                         f"--allow-stress for a dry run of the app's plumbing (the sidecar then says STRESS WEIGHTS)")
     if bundle:
-        if "bundle" not in catalog:
-            raise PullError(f"catalog {version} has no bundle (made before the farm built one); pull one aspect")
-        entry, reason = catalog["bundle"], f"bundle of {', '.join(s['aspect'] for s in catalog['bundle']['signatures'])}"
-        name = bundle_file_name(catalog)
-        document = bundle_sidecar(catalog, repo, name)
+        entry, reason = choose_bundle(catalog, model, long_side)
+        name = bundle_file_name(catalog, entry)
+        document = bundle_sidecar(catalog, repo, name, entry["bundle"])
     else:
-        entry, reason = choose(catalog, aspect, camera, long_side, max_gmac)
+        entry, reason = choose(catalog, aspect, camera, long_side, max_gmac, model)
         name = model_file_name(catalog, entry)
         document = sidecar(catalog, entry, repo, reason, name)
     release_dir = release_folder_name(catalog) if signature["verified"] else None
@@ -495,8 +624,9 @@ def _expected_sidecar(catalog: dict, name: str, actual: dict) -> dict | None:
     """The sidecar `pull` writes for file `name` of `catalog`, with the fields the catalog does not decide taken
     from `actual`."""
     repo = (actual.get("catalog") or {}).get("repo", "") if isinstance(actual.get("catalog"), dict) else ""
-    if "bundle" in catalog and name == bundle_file_name(catalog):
-        expected = bundle_sidecar(catalog, repo, name)
+    bundle = next((b for b in catalog.get("bundles", []) if bundle_file_name(catalog, b) == name), None)
+    if bundle is not None:
+        expected = bundle_sidecar(catalog, repo, name, bundle["bundle"])
     else:
         entry = next((m for m in catalog["models"] if model_file_name(catalog, m) == name), None)
         if entry is None:
@@ -529,22 +659,22 @@ def _first_difference(expected, actual, prefix: str = "") -> str | None:
 
 
 def diff(repo: str, old: str, new: str) -> list[dict]:
-    """Per aspect, what changed between two catalog versions."""
-    a = {m["aspect"]: m for m in read_catalog(repo, old)["models"]}
-    b = {m["aspect"]: m for m in read_catalog(repo, new)["models"]}
+    """Per cell (model, tier and aspect), what changed between two catalog versions."""
+    a = {m["cell"]: m for m in read_catalog(repo, old)["models"]}
+    b = {m["cell"]: m for m in read_catalog(repo, new)["models"]}
     rows = []
-    for aspect in sorted(set(a) | set(b)):
-        if aspect not in b:
-            rows.append({"aspect": aspect, "change": "removed", "shape": _shape(a[aspect])})
-        elif aspect not in a:
-            rows.append({"aspect": aspect, "change": "added", "shape": _shape(b[aspect]),
-                         "bytes": b[aspect]["bytes"], "pearson_min": b[aspect]["fidelity"]["pearson_min"],
-                         "gpu_pearson_min": _gpu_pearson(b[aspect])})
+    for cell in sorted(set(a) | set(b)):
+        if cell not in b:
+            rows.append({"cell": cell, "change": "removed", "shape": _shape(a[cell])})
+        elif cell not in a:
+            rows.append({"cell": cell, "change": "added", "shape": _shape(b[cell]),
+                         "bytes": b[cell]["bytes"], "pearson_min": b[cell]["fidelity"]["pearson_min"],
+                         "gpu_pearson_min": _gpu_pearson(b[cell])})
         else:
-            x, y = a[aspect], b[aspect]
+            x, y = a[cell], b[cell]
             gx, gy = _gpu_pearson(x), _gpu_pearson(y)
             rows.append({
-                "aspect": aspect,
+                "cell": cell,
                 "change": "changed" if x["sha256"] != y["sha256"] else "same",
                 "shape": _shape(x) if _shape(x) == _shape(y) else f"{_shape(x)} -> {_shape(y)}",
                 "bytes": y["bytes"], "bytes_delta": y["bytes"] - x["bytes"],
@@ -574,8 +704,9 @@ def _shape(m: dict) -> str:
 
 
 def format_diff(rows: list[dict], old: str, new: str) -> str:
+    width = max([len("cell"), *(len(r["cell"]) for r in rows)])
     lines = [f"catalog {old} -> {new}",
-             f"{'aspect':<10} {'change':<8} {'shape HxW':<16} {'size':>22} {'pearson_min CPU':>24} "
+             f"{'cell':<{width}} {'change':<8} {'shape HxW':<16} {'size':>22} {'pearson_min CPU':>24} "
              f"{'pearson_min GPU FP16':>24}  sha256"]
     for r in rows:
         size = pearson = gpu = sha = ""
@@ -587,7 +718,8 @@ def format_diff(rows: list[dict], old: str, new: str) -> str:
         elif "bytes" in r:
             size, pearson = f"{r['bytes'] / 1e6:.2f} MB", f"{r['pearson_min']:.7f}"
             gpu = _gpu_text(r["gpu_pearson_min"])
-        lines.append(f"{r['aspect']:<10} {r['change']:<8} {r['shape']:<16} {size:>22} {pearson:>24} {gpu:>24}  {sha}")
+        lines.append(f"{r['cell']:<{width}} {r['change']:<8} {r['shape']:<16} {size:>22} {pearson:>24} {gpu:>24}  "
+                     f"{sha}")
     return "\n".join(lines)
 
 
@@ -601,14 +733,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--repo", required=True, help="the farm's git repository: a path or a git URL")
         if pick:
             p.add_argument("--version", required=True, help="published catalog version, e.g. 0.1.0")
+            p.add_argument("--model", metavar="NAME",
+                           help="the catalog's model to choose from, e.g. small; needed where it holds several")
             which = p.add_mutually_exclusive_group(required=True)
-            which.add_argument("--aspect", help="catalogued aspect name, e.g. 9x16")
+            which.add_argument("--aspect", metavar="NAME",
+                               help="a cell name (e.g. small-896-9x16) or an aspect name of the model (e.g. 9x16)")
             which.add_argument("--camera", type=parse_camera, metavar="WxH",
                                help="the frame as it is fed to the model, after rotation, in pixels: 1080x1920 for "
                                     "a portrait app (a sensor reports 1920x1080); picks the closest ratio")
             tier = p.add_mutually_exclusive_group()
             tier.add_argument("--long-side", type=positive(int), metavar="N",
-                              help="with --camera: choose among the files of this long side (a resolution tier)")
+                              help="the resolution tier: with --camera, choose among the files of this long side; "
+                                   "with --aspect NAME, that aspect at this tier; with --bundle, this tier's bundle")
             tier.add_argument("--max-gmac", type=positive(float), metavar="G",
                               help="with --camera: choose among the files that cost at most G billion "
                                    "multiply-accumulates per inference (the closest ratio; ties to the larger)")
@@ -638,7 +774,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pull", help="verify the release's signature, download a model (or the bundle), check its "
                                     "sha256, write it with its sidecar")
     common(p).add_argument("--bundle", action="store_true",
-                           help="the bundle: every aspect in one file, a signature per aspect")
+                           help="the bundle of the model at one tier: every aspect in one file, a signature "
+                                "per aspect")
     p.add_argument("--out", required=True, type=Path, help="target directory (created if missing)")
     p.add_argument("--remote", help="DVC remote name to download from (default: the repository's default)")
     p.add_argument("--allow-stress", action="store_true",
@@ -684,17 +821,18 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "select":
             catalog, signature, _ = trusted_catalog(args.repo, args.version, load_trust(args.trust, args.trust_config),
                                                     args.allow_unsigned, required=False)
-            entry, reason = choose(catalog, args.aspect, args.camera, args.long_side, args.max_gmac)
-            print(f"{reason}\n{entry['aspect']}: {entry['file']} sha256 {entry['sha256']}")
-            if "bundle" in catalog:
-                print(f"in the bundle: signature {entry['aspect']!r} of {catalog['bundle']['file']} "
-                      f"(farm pull --bundle)")
+            entry, reason = choose(catalog, args.aspect, args.camera, args.long_side, args.max_gmac, args.model)
+            print(f"{reason}\n{entry['cell']}: {entry['file']} sha256 {entry['sha256']}")
+            bundle = bundle_of(catalog, entry)
+            if bundle:
+                print(f"in the bundle {bundle['bundle']}: signature {entry['aspect']!r} of {bundle['file']} "
+                      f"(farm pull --bundle --model {bundle['model']} --long-side {bundle['tier']})")
             print(_signature_line(signature))
             _warn(stress_warning(catalog))
         elif args.command == "pull":
             path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote,
                                 args.bundle, args.allow_stress, load_trust(args.trust, args.trust_config),
-                                args.allow_unsigned, args.long_side, args.max_gmac)
+                                args.allow_unsigned, args.long_side, args.max_gmac, args.model)
             document = json.loads(Path(f"{path}.json").read_text())
             print(f"{reason}\nwrote {path} (sha256 verified) and {path.name}.json")
             print(_signature_line(document["signature"]))

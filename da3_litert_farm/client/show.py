@@ -7,6 +7,7 @@ import math
 import re
 
 from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE
+from da3_litert_farm.core.cells import MAX_MODEL_NAME, MODEL_NAME, bundle_name, cell_name
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core.licensing import catalog_license
 from da3_litert_farm.core.releases import stress_warning
@@ -22,7 +23,10 @@ class CatalogError(FarmError, ValueError):
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")  # params.schema.json's catalog_name: part of every file name pulled
 VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?")  # its semver
 GPU_MODE = re.compile(r"[a-z0-9_]{1,32}")  # core.gpu_modes, e.g. fp16_fp32_accum
-MODEL_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")  # a depth_anything_3 preset, e.g. da3-small (core.models)
+PRESET = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")  # a depth_anything_3 preset, e.g. da3-small (core.models)
+MODEL = re.compile(MODEL_NAME)  # a key of params.yaml's models, e.g. small: part of every cell's name
+ASPECT = re.compile(ASPECT_NAME)
+SCHEMA_VERSION = 2  # ops/catalog.schema.json's: the client reads this one only
 MAX_BYTES = 2 ** 40  # 1 TiB: past any model, and exact as a float
 SOURCES = ("hub", "local", "random")
 
@@ -82,42 +86,84 @@ def _file(value, where: str) -> None:
 
 def check_catalog(doc: object) -> dict:
     """`doc` if it holds every field the client reads, each of the right type and range; else CatalogError naming
-    the first field that does not. Fields older catalogs lack (gpu, license, bundle, a model's precision, input
-    and output) are checked where present."""
+    the first field that does not. Fields the client reads only where present (gpu, a source's license, bundles,
+    a model's precision, input and output) are checked where present."""
     doc = _mapping(doc, "catalog")
+    _schema_version(doc.get("schema_version"))
     _text(_field(doc, "name", "catalog"), "name", NAME, "a catalog name (lowercase letters, digits, '.', '_', '-')")
     _text(_field(doc, "version", "catalog"), "version", VERSION, "a version like 1.2.0")
     if "created" in doc:
         _text(doc["created"], "created")
-    checkpoint = _mapping(_field(doc, "checkpoint", "catalog"), "checkpoint")
-    _need(_field(checkpoint, "source", "checkpoint") in SOURCES, "checkpoint.source", checkpoint["source"],
-          f"one of {list(SOURCES)}")
-    for key in ("repo", "revision", "resolved_revision", "path", "weights_sha256"):
-        _need(isinstance(checkpoint.get(key), (str, type(None))), f"checkpoint.{key}", checkpoint.get(key),
-              "a string or null")
-    _need(isinstance(checkpoint.get("seed"), (int, type(None))), "checkpoint.seed", checkpoint.get("seed"),
-          "an integer or null")
-    if "model_name" in checkpoint:  # `farm show` prints it: one line, a preset's name
-        _text(checkpoint["model_name"], "checkpoint.model_name", MODEL_NAME, "a model name like da3-small")
-    for key, values in (("tools", doc.get("tools", {})), ("license", doc.get("license") or {})):
-        _need(isinstance(values, dict) and all(isinstance(v, (str, type(None))) for v in values.values()), key,
-              values, "an object of strings")
-    if doc.get("license"):
-        for key in ("code", "weights"):
-            _text(_field(doc["license"], key, "license"), f"license.{key}")
+    sources = _mapping(_field(doc, "sources", "catalog"), "sources")
+    _need(len(sources) > 0, "sources", sources, "a non-empty object (one entry per model)")
+    for model, source in sources.items():
+        _model_name(model, "sources")
+        _source(_mapping(source, f"sources.{model}"), f"sources.{model}")
+    tools = doc.get("tools", {})
+    _need(isinstance(tools, dict) and all(isinstance(v, (str, type(None))) for v in tools.values()), "tools",
+          tools, "an object of strings")
     models = _field(doc, "models", "catalog")
     _need(isinstance(models, list) and len(models) > 0, "models", models, "a non-empty list")
-    aspects = [_model(m, f"models.{i}") for i, m in enumerate(models)]
-    _need(len(set(aspects)) == len(aspects), "models", aspects, "a list of distinct aspects")
-    if "bundle" in doc:
-        _bundle(doc["bundle"], set(aspects))
+    cells = [_model(m, f"models.{i}", sources) for i, m in enumerate(models)]
+    _need(len(set(cells)) == len(cells), "models", cells, "a list of distinct cells")
+    if "bundles" in doc:
+        _bundles(doc["bundles"], {m["cell"]: m for m in models}, sources)
     return doc
 
 
-def _model(m, where: str) -> str:
+def _schema_version(version) -> None:
+    """Schema 1 (one model's aspects, one bundle) and schema 2 name their files differently: a client of one must
+    not guess at the other."""
+    if version == SCHEMA_VERSION and not isinstance(version, bool):
+        return
+    if version is None or isinstance(version, int) and not isinstance(version, bool) and version < SCHEMA_VERSION:
+        written = f"catalog schema_version {version}" if version is not None else "a catalog without schema_version"
+        raise CatalogError(f"{written} was written by a farm before models x tiers; this client reads "
+                           f"{SCHEMA_VERSION}: pull it with the client of that farm's release")
+    if isinstance(version, int) and not isinstance(version, bool):
+        raise CatalogError(f"catalog schema_version {version} was written by a farm newer than this client, which "
+                           f"reads {SCHEMA_VERSION}: update the client")
+    _need(False, "schema_version", version, f"the schema version {SCHEMA_VERSION}")
+
+
+def _model_name(value, where: str) -> str:
+    _text(value, where, MODEL, "a model name (lowercase letters, digits and '_', no '-')")
+    _need(len(value) <= MAX_MODEL_NAME, where, value, f"a model name of at most {MAX_MODEL_NAME} characters")
+    return value
+
+
+def _source(source: dict, where: str) -> None:
+    """A model's `checkpoint` provenance and, where present, its `license`."""
+    at = f"{where}.checkpoint"
+    checkpoint = _mapping(_field(source, "checkpoint", where), at)
+    _need(_field(checkpoint, "source", at) in SOURCES, f"{at}.source", checkpoint["source"],
+          f"one of {list(SOURCES)}")
+    for key in ("repo", "revision", "resolved_revision", "path", "weights_sha256"):
+        _need(isinstance(checkpoint.get(key), (str, type(None))), f"{at}.{key}", checkpoint.get(key),
+              "a string or null")
+    _need(isinstance(checkpoint.get("seed"), (int, type(None))), f"{at}.seed", checkpoint.get("seed"),
+          "an integer or null")
+    if "model_name" in checkpoint:  # `farm show` prints it: one line, a preset's name
+        _text(checkpoint["model_name"], f"{at}.model_name", PRESET, "a preset name like da3-small")
+    license_ = source.get("license") or {}
+    _need(isinstance(license_, dict) and all(isinstance(v, (str, type(None))) for v in license_.values()),
+          f"{where}.license", license_, "an object of strings")
+    if license_:
+        for key in ("code", "weights"):
+            _text(_field(license_, key, f"{where}.license"), f"{where}.license.{key}")
+
+
+def _model(m, where: str, sources: dict) -> str:
+    """One file's entry; returns its cell."""
     m = _mapping(m, where)
-    aspect = _text(_field(m, "aspect", where), f"{where}.aspect", re.compile(ASPECT_NAME), "an aspect name")
-    _need(aspect != BUNDLE, f"{where}.aspect", aspect, f"an aspect name other than {BUNDLE!r}")
+    model = _model_name(_field(m, "model", where), f"{where}.model")
+    _need(model in sources, f"{where}.model", model, f"a model of sources ({', '.join(sources)})")
+    tier = _integer(_field(m, "tier", where), f"{where}.tier", 1, MAX_SIDE)
+    aspect = _aspect_name(_field(m, "aspect", where), f"{where}.aspect")
+    # The cell names the pulled file: it must be the name its parts make, which holds no path separator.
+    cell = _field(m, "cell", where)
+    _need(cell == cell_name(model, tier, aspect), f"{where}.cell", cell,
+          f"{cell_name(model, tier, aspect)!r}, the name its model, tier and aspect make")
     _text(_field(m, "ratio", where), f"{where}.ratio")
     for key in ("height", "width"):
         _integer(_field(m, key, where), f"{where}.{key}", 1, MAX_SIDE)
@@ -167,35 +213,62 @@ def _model(m, where: str) -> str:
                   GPU_MODE, "a GPU mode like fp16_fp32_accum")
             for key in ("kotlin", "cpp", "rule"):
                 _text(_field(recommended, key, f"{where}.gpu.recommended_mode"), f"{where}.gpu.recommended_mode.{key}")
-    return aspect
+    return cell
 
 
-def _bundle(bundle, aspects: set) -> None:
-    bundle = _mapping(bundle, "bundle")
-    _file(_field(bundle, "file", "bundle"), "bundle.file")
-    _text(_field(bundle, "sha256", "bundle"), "bundle.sha256")
-    _integer(_field(bundle, "bytes", "bundle"), "bundle.bytes", 1, MAX_BYTES)
-    _text(_field(bundle, "precision", "bundle"), "bundle.precision")
-    _field(bundle, "load", "bundle")
-    signatures = _field(bundle, "signatures", "bundle")
-    _need(isinstance(signatures, list) and len(signatures) > 0, "bundle.signatures", signatures, "a non-empty list")
-    for i, s in enumerate(signatures):
-        where = f"bundle.signatures.{i}"
-        _text(_field(_mapping(s, where), "signature", where), f"{where}.signature")
-        _need(_field(s, "aspect", where) in aspects, f"{where}.aspect", s["aspect"], "an aspect of models")
+def _aspect_name(value, where: str) -> str:
+    _text(value, where, ASPECT, "an aspect name")
+    _need(value != BUNDLE, where, value, f"an aspect name other than {BUNDLE!r}")
+    return value
 
 
-def weights(catalog: dict) -> dict:
-    """Trained or stress weights, and where they came from (the catalog's checkpoint provenance)."""
-    c = catalog["checkpoint"]
+def _bundles(bundles, cells: dict, sources: dict) -> None:
+    """Each bundle: one model's files at one tier, named MODEL-TIER, a signature per aspect naming its cell."""
+    _need(isinstance(bundles, list) and len(bundles) > 0, "bundles", bundles, "a non-empty list")
+    names = []
+    for i, bundle in enumerate(bundles):
+        where = f"bundles.{i}"
+        bundle = _mapping(bundle, where)
+        model = _model_name(_field(bundle, "model", where), f"{where}.model")
+        _need(model in sources, f"{where}.model", model, f"a model of sources ({', '.join(sources)})")
+        tier = _integer(_field(bundle, "tier", where), f"{where}.tier", 1, MAX_SIDE)
+        name = _field(bundle, "bundle", where)  # names the pulled file, as a cell does
+        _need(name == bundle_name(model, tier), f"{where}.bundle", name,
+              f"{bundle_name(model, tier)!r}, the name its model and tier make")
+        names.append(name)
+        _file(_field(bundle, "file", where), f"{where}.file")
+        _text(_field(bundle, "sha256", where), f"{where}.sha256")
+        _integer(_field(bundle, "bytes", where), f"{where}.bytes", 1, MAX_BYTES)
+        _text(_field(bundle, "precision", where), f"{where}.precision")
+        _field(bundle, "load", where)
+        signatures = _field(bundle, "signatures", where)
+        _need(isinstance(signatures, list) and len(signatures) > 0, f"{where}.signatures", signatures,
+              "a non-empty list")
+        for j, s in enumerate(signatures):
+            at = f"{where}.signatures.{j}"
+            signature = _aspect_name(_field(_mapping(s, at), "signature", at), f"{at}.signature")
+            cell = _field(s, "cell", at)
+            entry = cells.get(cell) if isinstance(cell, str) else None
+            _need(entry is not None and (entry["model"], entry["tier"]) == (model, tier), f"{at}.cell", cell,
+                  f"a cell of model {model} at tier {tier} in models")
+            _need(signature == entry["aspect"], f"{at}.signature", signature,
+                  f"{entry['aspect']!r}, the aspect of its cell")
+        keys = [s["signature"] for s in signatures]
+        _need(len(set(keys)) == len(keys), f"{where}.signatures", keys, "a list of distinct signatures")
+    _need(len(set(names)) == len(names), "bundles", names, "a list of distinct bundles")
+
+
+def weights(catalog: dict, model: str) -> dict:
+    """A model's preset, trained or stress weights, and where they came from (its checkpoint provenance)."""
+    c = catalog["sources"][model]["checkpoint"]
     if c["source"] == "random":
         origin = f"seeded random weights (seed {c['seed']}{', outliers planted' if c.get('outliers') else ''})"
     elif c["source"] == "hub":
         origin = f"Hugging Face {c['repo']} at {c.get('resolved_revision') or c.get('revision')}"
     else:
         origin = f"local checkpoint {c.get('path')}"
-    return {"kind": "stress" if stress_warning(catalog) else "trained", "source": c["source"], "origin": origin,
-            "weights_sha256": c.get("weights_sha256")}
+    return {"preset": c.get("model_name"), "kind": "stress" if c["source"] == "random" else "trained",
+            "source": c["source"], "origin": origin, "weights_sha256": c.get("weights_sha256")}
 
 
 def _gpu(m: dict) -> dict:
@@ -210,20 +283,35 @@ def _gpu(m: dict) -> dict:
 
 
 def _outputs(catalog: dict) -> list[dict]:
-    """What the files' outputs mean, each distinct meaning once (catalogs made before the farm converted more than
-    one kind of model say only `meaning`)."""
-    seen = []
+    """What the files' outputs mean, each distinct meaning once, with the models whose files give it."""
+    seen: list[dict] = []
     for m in catalog["models"]:
         out = {k: v for k, v in (m.get("output") or {}).items() if k in ("kind", "meaning", "metres")}
-        if out and out not in seen:
-            seen.append(out)
+        if not out:
+            continue
+        known = next((s for s in seen if {k: v for k, v in s.items() if k != "models"} == out), None)
+        if known is None:
+            seen.append({"models": [m["model"]], **out})
+        elif m["model"] not in known["models"]:
+            known["models"].append(m["model"])
     return seen
 
 
+def ladder(models: list[dict]) -> list[dict]:
+    """The entries grouped by model, then by tier, each group in the order the catalog first lists it."""
+    first: dict = {}
+    for m in models:
+        first.setdefault(m["model"], len(first))
+        first.setdefault((m["model"], m["tier"]), len(first))
+    return sorted(models, key=lambda m: (first[m["model"]], first[(m["model"], m["tier"])]))
+
+
 def summary(catalog: dict) -> dict:
-    """The version, one row per model (and the bundle), the weights and the tools that built it."""
+    """The version; per model its weights and license; one row per file, grouped by model and tier (the
+    ladder); the bundles; the tools that built it."""
     check_catalog(catalog)
-    rows = [{"aspect": m["aspect"], "ratio": m["ratio"], "height": m["height"], "width": m["width"],
+    rows = [{"cell": m["cell"], "model": m["model"], "tier": m["tier"], "aspect": m["aspect"], "ratio": m["ratio"],
+             "height": m["height"], "width": m["width"],
              "megabytes": round(m["bytes"] / 1e6, 2), "sha256": m["sha256"],
              "gmac": (m.get("gpu_lint") or {}).get("gmac"),  # None in catalogs made before the farm counted it
              "cpu_ms": (m.get("cost") or {}).get("cpu_ms"),  # None in catalogs made before the farm timed it
@@ -231,45 +319,47 @@ def summary(catalog: dict) -> dict:
                      "mean_rel_max": m["fidelity"]["mean_rel_error_max"],
                      "photos": sorted(m["fidelity"]["photos"])},
              "gpu": _gpu(m)}
-            for m in catalog["models"]]
-    bundle = catalog.get("bundle")
+            for m in ladder(catalog["models"])]
     return {
         "name": catalog["name"], "version": catalog["version"], "created": catalog.get("created"),
-        "model": catalog["checkpoint"].get("model_name"), "weights": weights(catalog),
+        "weights": {model: weights(catalog, model) for model in catalog["sources"]},
         "outputs": _outputs(catalog),
         "warning": stress_warning(catalog),
         "models": rows,
-        "bundle": {"megabytes": round(bundle["bytes"] / 1e6, 2), "sha256": bundle["sha256"],
-                   "signatures": [s["signature"] for s in bundle["signatures"]]} if bundle else None,
-        "license": catalog_license(catalog),
+        "bundles": [{"bundle": b["bundle"], "model": b["model"], "tier": b["tier"],
+                     "megabytes": round(b["bytes"] / 1e6, 2), "sha256": b["sha256"],
+                     "signatures": [s["signature"] for s in b["signatures"]]} for b in catalog.get("bundles", [])],
+        "license": {model: catalog_license(catalog, model) for model in catalog["sources"]},
         "tools": catalog.get("tools", {}),
     }
 
 
 def format_summary(s: dict) -> str:
-    w = s["weights"]
-    lines = [f"{s['name']} {s['version']} (created {s['created']})" + (f", model {s['model']}" if s["model"] else ""),
-             f"weights: {w['kind']}: {w['origin']}" + (f", sha256 {w['weights_sha256'][:12]}" if w["weights_sha256"]
-                                                        else "")]
+    lines = [f"{s['name']} {s['version']} (created {s['created']})"]
+    for model, w in s["weights"].items():
+        lines.append(f"weights of {model}" + (f" ({w['preset']})" if w["preset"] else "") + f": {w['kind']}: "
+                     f"{w['origin']}" + (f", sha256 {w['weights_sha256'][:12]}" if w["weights_sha256"] else ""))
     if s["warning"]:
         lines.append(f"WARNING: {s['warning']}")
-    lines.append(f"{'aspect':<10} {'HxW':>9} {'MB':>7} {'GMAC':>6} {'CPU ms':>7}  {'sha256':<12}  {'CPU 1-r':>8} {'CPU rel':>8}  "
-                 f"{'GPU 1-r':>8} {'GPU rel':>8}  GPU adapter (photos)")
+    width = max([len("model"), *(len(r["model"]) for r in s["models"])])
+    lead = width + 1 + 4 + 1 + 10  # model, tier and aspect columns: a GPU mode's line starts past them
+    lines.append(f"{'model':<{width}} {'tier':>4} {'aspect':<10} {'HxW':>9} {'MB':>7} {'GMAC':>6} {'CPU ms':>7}  "
+                 f"{'sha256':<12}  {'CPU 1-r':>8} {'CPU rel':>8}  {'GPU 1-r':>8} {'GPU rel':>8}  GPU adapter (photos)")
     for r in s["models"]:
         cpu, gpu = r["cpu"], r["gpu"]
         gpu_text = (f"{gpu['one_minus_pearson']:>8.1e} {gpu['mean_rel_max']:>8.1e}  {gpu['adapter']} "
                     f"({', '.join(gpu['photos'])})" if gpu["checked"] else f"{'not checked':>17}  {gpu['reason']}")
         gmac = f"{r['gmac']:>6.1f}" if r["gmac"] is not None else f"{'-':>6}"
         cpu_ms = f"{r['cpu_ms']:>7.0f}" if r["cpu_ms"] is not None else f"{'-':>7}"
-        lines.append(f"{r['aspect']:<10} {r['height']:>4}x{r['width']:<4} {r['megabytes']:>7.2f} {gmac} {cpu_ms}  {r['sha256'][:12]}  "
+        lines.append(f"{r['model']:<{width}} {r['tier']:>4} {r['aspect']:<10} {r['height']:>4}x{r['width']:<4} "
+                     f"{r['megabytes']:>7.2f} {gmac} {cpu_ms}  {r['sha256'][:12]}  "
                      f"{cpu['one_minus_pearson']:>8.1e} {cpu['mean_rel_max']:>8.1e}  {gpu_text}")
         for mode, m in (gpu.get("modes") or {}).items():  # other GPU modes an app may choose
-            lines.append(f"{'':<10} {'':>9} {'':>7} {'':>6} {'':>7}  {'':<12}  {'':>8} {'':>8}  "
+            lines.append(f"{'':<{lead}} {'':>9} {'':>7} {'':>6} {'':>7}  {'':<12}  {'':>8} {'':>8}  "
                          f"{m['one_minus_pearson']:>8.1e} {m['mean_rel_max']:>8.1e}  in GPU mode {mode}"
                          + (" (recommended)" if mode == gpu.get("recommended_mode") else ""))
-    if s["bundle"]:
-        b = s["bundle"]
-        lines.append(f"{'bundle':<10} {'':>9} {b['megabytes']:>7.2f} {'':>6} {'':>7}  {b['sha256'][:12]}  signatures "
+    for b in s["bundles"]:
+        lines.append(f"bundle {b['bundle']}: {b['megabytes']:.2f} MB, sha256 {b['sha256'][:12]}, signatures "
                      f"{', '.join(b['signatures'])}")
     lines.append("GMAC: multiply-accumulates per inference, in billions; CPU ms: one inference on the farm machine's "
                  "CPU (XNNPACK); 1-r: 1 - Pearson r, worst photo; rel: mean "
@@ -277,10 +367,10 @@ def format_summary(s: dict) -> str:
                  "accelerator, FP16 unless a GPU mode is named)")
     for out in s["outputs"]:
         metres = out.get("metres")
-        lines.append(f"output: {out.get('kind') or out['meaning']}"
+        lines.append(f"output of {', '.join(out['models'])}: {out.get('kind') or out.get('meaning')}"
                      + (f"; {metres['formula']}, focal_px = {metres['focal_px']}" if metres else ""))
-    lic = s["license"]
-    lines.append(f"license: code {lic['code']}; weights {lic['weights']}"
-                 + (f"; credit: {lic['attribution']}" if lic["attribution"] else ""))
+    for model, lic in s["license"].items():
+        lines.append(f"license of {model}: code {lic['code']}; weights {lic['weights']}"
+                     + (f"; credit: {lic['attribution']}" if lic["attribution"] else ""))
     lines.append("tools: " + ", ".join(f"{k} {v}" for k, v in s["tools"].items()))
     return "\n".join(lines)

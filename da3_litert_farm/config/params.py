@@ -5,8 +5,8 @@ before any model loads and before any output is touched. Each error names the ke
 offending value and what is allowed.
 
 Keys, types, enums, ranges and patterns are in params.schema.json (JSON Schema 2020-12);
-this module adds what a schema cannot say: the shapes planned from the aspects, the GPU
-tensor plan, a local checkpoint's files and rules across fields. The values owned by Python
+this module adds what a schema cannot say: the cells (model x tier x aspect, core.cells) and
+their shapes, the GPU tensor plan, a local checkpoint's files and rules across fields. The values owned by Python
 constants (the patch size, the aspect-name rule, the photo names) reach both schemas, this one
 and the catalog's, as constants.schema.json, made here from those constants.
 """
@@ -27,8 +27,8 @@ from referencing.jsonschema import DRAFT202012
 
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
-from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, Aspect, AspectError, \
-    plan_aspect
+from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, AspectError, plan_aspect
+from da3_litert_farm.core.cells import MAX_MODEL_NAME, MODEL_NAME, Cell
 from da3_litert_farm.core.gpu_modes import APP_MODES, DEFAULT_MODE
 from da3_litert_farm.core.models import DEFAULT_PRESET, NOT_CONVERTED, OUTPUTS, PRESETS, Preset
 from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
@@ -39,7 +39,7 @@ SCHEMA_FILE = Path(__file__).with_name("params.schema.json")
 SCHEMA_BASE = "https://github.com/da3-litert-farm/"  # the $id of both schemas, less the file name
 HUB_FILES = ("config.json", "model.safetensors")
 MAX_NAME = 64  # characters of an aspect or catalog name: each becomes part of file names and git tags
-MAX_DEPTH = 16  # levels of nesting in params.yaml (it has 3): deeper is not a params file
+MAX_DEPTH = 16  # levels of nesting in params.yaml (it has 4): deeper is not a params file
 
 
 class ParamsError(FarmError, ValueError):
@@ -86,21 +86,41 @@ class CatalogParams:
 
 @dataclass(frozen=True)
 class Params:
-    checkpoint: CheckpointParams
-    long_side: int
+    models: dict[str, CheckpointParams]  # model name -> where its weights come from
+    tiers: tuple[int, ...]  # long sides
     max_tensor_mib: int
-    aspects: dict[str, Aspect]
+    aspects: tuple[str, ...]  # the names of params.yaml's aspects, in its order
+    cells: dict[str, Cell]  # every model x tier x aspect, by cell name, models outermost
     validation: ValidationParams
     catalog: CatalogParams
 
-    @property
-    def model(self) -> Preset:
-        return PRESETS[self.checkpoint.preset]
+    def preset(self, model: str) -> Preset:
+        return PRESETS[self.models[model].preset]
 
-    def aspect(self, name: str) -> Aspect:
-        if name not in self.aspects:
-            raise ParamsError(f"aspect {name!r} is not in params.yaml; configured: {sorted(self.aspects)}")
-        return self.aspects[name]
+    def cell(self, name: str) -> Cell:
+        if name not in self.cells:
+            raise ParamsError(f"cell {name!r} is not in params.yaml's matrix (MODEL-TIER-ASPECT); configured: "
+                              f"{list(self.cells)}")
+        return self.cells[name]
+
+    def model(self, name: str) -> str:
+        if name not in self.models:
+            raise ParamsError(f"model {name!r} is not in params.yaml; configured: {list(self.models)}")
+        return name
+
+    def bundle(self, name: str) -> list[Cell]:
+        bundles = self.bundles()
+        if name not in bundles:
+            raise ParamsError(f"bundle {name!r} is not in params.yaml's matrix (MODEL-TIER); configured: "
+                              f"{list(bundles)}")
+        return bundles[name]
+
+    def bundles(self) -> dict[str, list[Cell]]:
+        """Bundle name (MODEL-TIER) -> its cells, one per aspect."""
+        grouped: dict[str, list[Cell]] = {}
+        for cell in self.cells.values():
+            grouped.setdefault(cell.bundle, []).append(cell)
+        return grouped
 
 
 class _Loader(yaml.SafeLoader):
@@ -162,17 +182,20 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
     per-aspect stages read the weights from artifacts/checkpoint, and a parallel build's
     workers have that, not the local checkpoint.
     """
-    if isinstance(raw, dict) and isinstance(raw.get("aspects"), dict):
-        # YAML reads a key such as 169 as a number; an aspect name is the text written.
-        raw = {**raw, "aspects": {str(k): v for k, v in raw["aspects"].items()}}
+    if isinstance(raw, dict):
+        # YAML reads a key such as 169 as a number; a model or aspect name is the text written.
+        raw = {**raw, **{k: {str(n): v for n, v in raw[k].items()} for k in ("models", "aspects")
+                         if isinstance(raw.get(k), dict)}}
     error = jsonschema.exceptions.best_match(validator_for(load_schema()).iter_errors(raw))
     if error is not None:
         raise ParamsError(_message(error))
+    models = {name: _checkpoint(name, c, base_dir, checkpoint_files) for name, c in raw["models"].items()}
+    tiers = tuple(raw["tiers"])
     try:
-        aspects = _aspects(raw["aspects"], raw["long_side"])
+        cells = _cells(models, tiers, raw["aspects"])
     except AspectError as exc:
         raise ParamsError(str(exc)) from None
-    _check_tensor_plan(PRESETS[raw["checkpoint"].get("preset", DEFAULT_PRESET)], raw["max_tensor_mib"], aspects)
+    _check_tensor_plan(raw["max_tensor_mib"], cells)
     v, c = raw["validation"], raw["catalog"]
     photos = tuple(v.get("photos", PHOTOS))
     gpu_photos = tuple(v.get("gpu_photos", photos))
@@ -187,10 +210,11 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
         raise ParamsError(f"validation.gpu_mode_gates: {DEFAULT_MODE!r} is gated by validation.gpu_min_pearson and "
                           f"validation.gpu_max_mean_rel; name only the other modes of validation.gpu_modes")
     return Params(
-        checkpoint=_checkpoint(raw["checkpoint"], base_dir, checkpoint_files),
-        long_side=raw["long_side"],
+        models=models,
+        tiers=tiers,
         max_tensor_mib=raw["max_tensor_mib"],
-        aspects=aspects,
+        aspects=tuple(raw["aspects"]),
+        cells=cells,
         validation=ValidationParams(
             min_pearson=float(v["min_pearson"]),
             max_mean_rel=float(v["max_mean_rel"]),
@@ -220,6 +244,9 @@ def constants_schema() -> dict:
     return {
         "$id": SCHEMA_BASE + "constants.schema.json",
         "$defs": {
+            "model_name": {"type": "string", "pattern": MODEL_NAME, "maxLength": MAX_MODEL_NAME,
+                           "description": f"a model name: lowercase letters, digits and '_' (no '-': it separates "
+                                          f"a cell's MODEL-TIER-ASPECT), at most {MAX_MODEL_NAME} of them, e.g. small"},
             "side": {"type": "integer", "multipleOf": PATCH, "minimum": MIN_SIDE, "maximum": MAX_SIDE,
                      "description": f"an integer number of pixels, a multiple of {PATCH} (the ViT patch size) "
                                     f"in [{MIN_SIDE}, {MAX_SIDE}]"},
@@ -346,64 +373,77 @@ def _allowed(schema: dict) -> str | None:
 
 # --- what a schema cannot say ---
 
-def _aspects(raw: dict, long_side: int) -> dict[str, Aspect]:
-    aspects: dict[str, Aspect] = {}
-    by_shape: dict[tuple[int, int], str] = {}
-    for name, entry in raw.items():
-        aspect = plan_aspect(name, entry, long_side)
-        key = (aspect.height, aspect.width)
-        if key in by_shape:
-            raise ParamsError(
-                f"aspects.{aspect.name} and aspects.{by_shape[key]} both give {aspect.shape} "
-                f"(HxW): each shape is built once; remove one or change its ratio/size"
-            )
-        by_shape[key] = aspect.name
-        aspects[aspect.name] = aspect
-    return aspects
+def _cells(models: dict[str, CheckpointParams], tiers: tuple[int, ...], raw_aspects: dict) -> dict[str, Cell]:
+    """Every model x tier x aspect, each aspect planned at the tier's long side; each shape built once per model."""
+    cells: dict[str, Cell] = {}
+    for tier in tiers:
+        by_shape: dict[tuple[int, int], str] = {}
+        for name, entry in raw_aspects.items():
+            aspect = plan_aspect(name, entry, tier)
+            if "ratio" not in entry and (len(tiers) > 1 or aspect.long_side != tier):
+                raise ParamsError(f"aspects.{name}: height and width fix one shape ({aspect.shape}), which "
+                                  f"tiers {list(tiers)} would each build: give it a ratio, or set tiers: "
+                                  f"[{aspect.long_side}] alone")
+            key = (aspect.height, aspect.width)
+            if key in by_shape:
+                raise ParamsError(f"aspects.{name} and aspects.{by_shape[key]} both give {aspect.shape} (HxW) at "
+                                  f"tier {tier}: each shape is built once; remove one or change its ratio/size")
+            by_shape[key] = name
+            for model, checkpoint in models.items():
+                cell = Cell(model, checkpoint.preset, tier, aspect)
+                cells[cell.name] = cell
+    return {c.name: c for c in sorted(cells.values(), key=lambda c: (list(models).index(c.model),
+                                                                     tiers.index(c.tier),
+                                                                     list(raw_aspects).index(c.aspect.name)))}
 
 
-def _checkpoint(c: dict, base_dir: Path, check_files: bool = True) -> CheckpointParams:
+def _checkpoint(model: str, c: dict, base_dir: Path, check_files: bool = True) -> CheckpointParams:
+    where = f"models.{model}"
     source, path, outliers = c["source"], c.get("path"), c.get("outliers", False)
     if source == "local":
         if not path:
-            raise ParamsError("checkpoint.path: source 'local' needs a directory holding "
-                              f"{' + '.join(HUB_FILES)}")
+            raise ParamsError(f"{where}.path: source 'local' needs a directory holding {' + '.join(HUB_FILES)}")
         directory = (base_dir / path)
         missing = [f for f in HUB_FILES if not (directory / f).is_file()] if check_files else []
         if missing:
-            raise ParamsError(f"checkpoint.path: {path!r} lacks {missing}; a local checkpoint is a "
+            raise ParamsError(f"{where}.path: {path!r} lacks {missing}; a local checkpoint is a "
                               f"directory in the Hub layout ({' + '.join(HUB_FILES)})")
     if outliers and source != "random":
-        raise ParamsError(f"checkpoint.outliers: true plants outliers in stress weights; it needs source: random, "
+        raise ParamsError(f"{where}.outliers: true plants outliers in stress weights; it needs source: random, "
                           f"not {source!r}")
     name = c.get("preset", DEFAULT_PRESET)
     repo = c.get("repo", PRESETS[name].repo)
     holds = {p.repo: p.name for p in PRESETS.values()}.get(repo)
     if source == "hub" and holds not in (None, name):
-        raise ParamsError(f"checkpoint.repo: {repo} holds {holds}, not checkpoint.preset {name}; set "
-                          f"checkpoint.repo: {PRESETS[name].repo} (or leave it out: it defaults to the preset's)")
+        raise ParamsError(f"{where}.repo: {repo} holds {holds}, not {where}.preset {name}; set "
+                          f"{where}.repo: {PRESETS[name].repo} (or leave it out: it defaults to the preset's)")
     return CheckpointParams(source, name, repo,
                             c.get("revision", "main"), path, c.get("seed", 0), outliers)
 
 
-def _check_tensor_plan(model: Preset, max_tensor_mib: int, aspects: dict[str, Aspect]) -> None:
-    """Every aspect's largest GPU tensor is under max_tensor_mib (attention chunked)."""
-    for aspect in aspects.values():
-        plan = plan_tensors(model, aspect.height, aspect.width, max_tensor_mib * MIB)
+def _check_tensor_plan(max_tensor_mib: int, cells: dict[str, Cell]) -> None:
+    """Every cell's largest GPU tensor is under max_tensor_mib (attention chunked)."""
+    for cell in cells.values():
+        plan = plan_tensors(PRESETS[cell.preset], cell.height, cell.width, max_tensor_mib * MIB)
         if plan.largest_bytes > max_tensor_mib * MIB:
             raise ParamsError(
-                f"aspects.{aspect.name}: {aspect.shape} needs a {plan.largest_name} tensor of "
-                f"{plan.largest_bytes / MIB:.0f} MiB in FP16, over max_tensor_mib {max_tensor_mib} even with "
-                f"attention chunked over queries; choose a smaller long_side or raise max_tensor_mib "
-                f"(only if every target GPU binds buffers that large)"
+                f"aspects.{cell.aspect.name} at tier {cell.tier} for models.{cell.model} ({cell.preset}): "
+                f"{cell.shape} needs a {plan.largest_name} tensor of {plan.largest_bytes / MIB:.0f} MiB in FP16, "
+                f"over max_tensor_mib {max_tensor_mib} even with attention chunked over queries; choose a smaller "
+                f"tier or raise max_tensor_mib (only if every target GPU binds buffers that large)"
             )
 
 
 def write_checked(params: Params) -> None:
-    """The `params` stage's outputs: what each aspect's chain and the checkpoint stage were checked to read."""
+    """The `params` stage's outputs: what each model's checkpoint stage and each cell's chain were checked to read."""
     with fileio.atomic_dir(paths.CHECKED_PARAMS) as tmp:
-        fileio.write_json(tmp / paths.CHECKED_CHECKPOINT.name, asdict(params.checkpoint))
-        for a in params.aspects.values():
-            fileio.write_json(tmp / paths.checked_aspect(a.name).name,
-                              {"aspect": a.name, "ratio": a.ratio, "height": a.height, "width": a.width,
+        for folder in (paths.CHECKED_MODELS, paths.CHECKED_CELLS):
+            (tmp / folder.relative_to(paths.CHECKED_PARAMS)).mkdir()
+        for model, checkpoint in params.models.items():
+            fileio.write_json(tmp / paths.checked_model(model).relative_to(paths.CHECKED_PARAMS),
+                              asdict(checkpoint))
+        for c in params.cells.values():
+            fileio.write_json(tmp / paths.checked_cell(c.name).relative_to(paths.CHECKED_PARAMS),
+                              {"cell": c.name, "model": c.model, "preset": c.preset, "tier": c.tier,
+                               "aspect": c.aspect.name, "ratio": c.ratio, "height": c.height, "width": c.width,
                                "max_tensor_mib": params.max_tensor_mib})

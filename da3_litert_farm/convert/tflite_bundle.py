@@ -56,7 +56,7 @@ def build_bundle(files: dict[str, Path], out_dir: Path) -> Bundle:
     """Merge the shipped files (aspect -> single-signature .tflite) into `out_dir`'s bundle file."""
     # Signatures in name order: the same aspects give the same file, whatever order they come in.
     ordered = {name: Path(files[name]) for name in sorted(files)}
-    bundle_file = Path(out_dir) / paths.BUNDLE_MODEL.name
+    bundle_file = Path(out_dir) / paths.BUNDLE_FILE
     bundle_file.write_bytes(merge(ordered))
     return Bundle(bundle_file, bundle_file.stat().st_size, {name: file_bytes(path) for name, path in ordered.items()},
                   own_bytes(ordered))

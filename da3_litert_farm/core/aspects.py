@@ -1,9 +1,9 @@
 """Aspect planner: the one place where an aspect entry becomes a model input shape.
 
-An entry is either `ratio: "W:H"` (e.g. "9:16" is portrait, "9:19.5" allowed) with an
-optional `long_side`, or explicit `height` and `width`. For a ratio, the long side equals
-long_side and the short side is the multiple of 14 (the ViT patch) nearest to
-long_side * short / long (halves round up).
+An entry is either `ratio: "W:H"` (e.g. "9:16" is portrait, "9:19.5" allowed), planned at each
+tier's long side, or explicit `height` and `width`. For a ratio, the long side equals the tier
+and the short side is the multiple of 14 (the ViT patch) nearest to tier * short / long (halves
+round up).
 
 An entry's keys, types and sides are checked by the params schema first
 (da3_litert_farm/config/params.schema.json, with the constants below); the planner adds the
@@ -64,21 +64,18 @@ class Aspect:
         return max(self.shape.height, self.shape.width)
 
 
-def plan_aspect(name: str, entry: dict, default_long_side: int = DEFAULT_LONG_SIDE) -> Aspect:
+def plan_aspect(name: str, entry: dict, long_side: int = DEFAULT_LONG_SIDE) -> Aspect:
     """Turn one `aspects.<name>` entry of params.yaml, already checked by the params schema, into an
-    Aspect, or raise AspectError."""
+    Aspect at a tier's `long_side`, or raise AspectError."""
     where = f"aspects.{name}"
     has_ratio = "ratio" in entry
     has_size = "height" in entry or "width" in entry
     if has_ratio == has_size:
         raise AspectError(f"{where}: give either ratio (\"W:H\") or both height and width, not {sorted(entry)}")
     if has_ratio:
-        long_side = entry.get("long_side", default_long_side)
         ratio_w, ratio_h = parse_ratio(where, entry["ratio"])
         shape = shape_for_ratio(where, ratio_w, ratio_h, long_side)
         return Aspect(name, str(entry["ratio"]), shape)
-    if "long_side" in entry:
-        raise AspectError(f"{where}: long_side applies to ratio entries only")
     if "height" not in entry or "width" not in entry:
         raise AspectError(f"{where}: explicit sizes need both height and width")
     shape = Shape(entry["height"], entry["width"])

@@ -37,7 +37,8 @@ def license_entry(checkpoint: dict) -> dict:
             "attribution": None}
 
 
-def catalog_license(catalog: dict) -> dict:
-    """The license a published catalog records; catalogs made before it existed say so."""
-    return catalog.get("license") or {"code": CODE_LICENSE, "weights": NOT_RECORDED,
-                                      "weights_source": None, "attribution": None}
+def catalog_license(catalog: dict, model: str) -> dict:
+    """The license a published catalog records for `model`'s weights (sources.<model>.license); a source
+    without one says it was not recorded, never a licence the farm did not read."""
+    return catalog["sources"][model].get("license") or {"code": CODE_LICENSE, "weights": NOT_RECORDED,
+                                                        "weights_source": None, "attribution": None}

@@ -7,92 +7,129 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from da3_litert_farm.core.cells import split_cell
+
 DVC_FILE = Path("dvc.yaml")
 LOCK_FILE = Path("dvc.lock")
 ARTIFACTS = Path("artifacts")
-# The `params` stage's checked copy of params.yaml: one file per aspect (its shape) plus the
-# checkpoint settings. Every stage that changes anything depends on one of them, so DVC runs
-# the check first and a bad params.yaml stops the farm before any output is removed.
+# The `params` stage's checked copy of params.yaml: one file per cell (its shape) and per model (its
+# checkpoint settings). Every stage that changes anything depends on one of them, so DVC runs the
+# check first and a bad params.yaml stops the farm before any output is removed.
 CHECKED_PARAMS = ARTIFACTS / "params"
-CHECKED_CHECKPOINT = CHECKED_PARAMS / "checkpoint.json"
-CHECKPOINT_DIR = ARTIFACTS / "checkpoint"  # config.json + model.safetensors (Hub layout)
-PROVENANCE = CHECKPOINT_DIR / "provenance.json"
+CHECKPOINTS = ARTIFACTS / "checkpoints"  # one folder per model: config.json + model.safetensors (Hub layout)
 CATALOG = ARTIFACTS / "catalog.json"
-BUNDLE_DIR = ARTIFACTS / "bundle"  # the bundle stage's output: every aspect in one file
-BUNDLE_MODEL = BUNDLE_DIR / "model_fp16.tflite"  # one signature per aspect, each buffer stored once
-BUNDLE_RECORD = BUNDLE_DIR / "bundle.json"  # its gates, bytes per aspect and load costs
+BUNDLES = ARTIFACTS / "bundles"  # one folder per bundle (MODEL-TIER): its aspects in one file
 REPORT_DIR = ARTIFACTS / "report"  # the report stage's page; `make report` adds its screenshot
 REPORT_PAGE = REPORT_DIR / "index.html"
 REPORT_IMAGES = REPORT_DIR / "images"
 REPORT_SCREENSHOT = REPORT_DIR / "screenshot.png"  # not a DVC output: written by the browser check
-SUMMARY = ARTIFACTS / "summary"  # <aspect>.json, a few figures each: what `dvc metrics show|diff` prints
-PLOTS = ARTIFACTS / "plots.json"  # one row per aspect: what `dvc plots show|diff` draws
+SUMMARY = ARTIFACTS / "summary"  # <cell>.json, a few figures each: what `dvc metrics show|diff` prints
+PLOTS = ARTIFACTS / "plots.json"  # one row per cell: what `dvc plots show|diff` draws
 LOCAL_CHECKPOINTS = Path("checkpoints")  # where `source: local` checkpoints live (tracked by DVC)
 
 
-MODELS = ARTIFACTS / "models"  # one folder per aspect; the catalog stage depends on all of it
+MODELS = ARTIFACTS / "models"  # MODEL/TIER/ASPECT/ per cell; a bundle depends on its MODEL/TIER folder
 
 
-def aspect_dir(aspect: str) -> Path:
-    return MODELS / aspect
+CHECKED_MODELS = CHECKED_PARAMS / "models"
+CHECKED_CELLS = CHECKED_PARAMS / "cells"
 
 
-def checked_aspect(aspect: str) -> Path:
-    return CHECKED_PARAMS / f"{aspect}.json"
+def checked_model(model: str) -> Path:
+    """A model's checkpoint settings as the params stage checked them (the checkpoint stage's input)."""
+    return CHECKED_MODELS / f"{model}.json"
 
 
-def patched_program(aspect: str) -> Path:
+def checked_cell(cell: str) -> Path:
+    return CHECKED_CELLS / f"{cell}.json"
+
+
+def checkpoint_dir(model: str) -> Path:
+    return CHECKPOINTS / model
+
+
+def provenance(model: str) -> Path:
+    return checkpoint_dir(model) / "provenance.json"
+
+
+def tier_dir(model: str, tier: int) -> Path:
+    """The folder of one model's cells at one tier: what its bundle is made of."""
+    return MODELS / model / str(tier)
+
+
+def cell_dir(cell: str) -> Path:
+    model, tier, aspect = split_cell(cell)
+    return tier_dir(model, tier) / aspect
+
+
+def bundle_dir(bundle: str) -> Path:
+    return BUNDLES / bundle
+
+
+BUNDLE_FILE = "model_fp16.tflite"  # in each bundle's folder: one signature per aspect, each buffer stored once
+BUNDLE_RECORD = "bundle.json"  # beside it: its gates, bytes per aspect and load costs
+
+
+def bundle_model(bundle: str) -> Path:
+    return bundle_dir(bundle) / BUNDLE_FILE
+
+
+def bundle_record(bundle: str) -> Path:
+    return bundle_dir(bundle) / BUNDLE_RECORD
+
+
+def summary(cell: str) -> Path:
+    return SUMMARY / f"{cell}.json"
+
+
+def patched_program(cell: str) -> Path:
     """torch.export program of the GPU-clean module (input of the export stage)."""
-    return aspect_dir(aspect) / "patched.pt2"
+    return cell_dir(cell) / "patched.pt2"
 
 
-def patch_report(aspect: str) -> Path:
-    return aspect_dir(aspect) / "patch.json"
+def patch_report(cell: str) -> Path:
+    return cell_dir(cell) / "patch.json"
 
 
-def summary(aspect: str) -> Path:
-    return SUMMARY / f"{aspect}.json"
-
-
-def export_report(aspect: str) -> Path:
+def export_report(cell: str) -> Path:
     """Seconds, peak RSS and size of the conversion."""
-    return aspect_dir(aspect) / "export.json"
+    return cell_dir(cell) / "export.json"
 
 
-def quantize_report(aspect: str) -> Path:
+def quantize_report(cell: str) -> Path:
     """Seconds and sizes of the FP16 weight quantization."""
-    return aspect_dir(aspect) / "quantize.json"
+    return cell_dir(cell) / "quantize.json"
 
 
-def fp32_model(aspect: str) -> Path:
-    return aspect_dir(aspect) / "model_fp32.tflite"
+def fp32_model(cell: str) -> Path:
+    return cell_dir(cell) / "model_fp32.tflite"
 
 
-def fp16_model(aspect: str) -> Path:
+def fp16_model(cell: str) -> Path:
     """The shipped file."""
-    return aspect_dir(aspect) / "model_fp16.tflite"
+    return cell_dir(cell) / "model_fp16.tflite"
 
 
-def metrics(aspect: str) -> Path:
+def metrics(cell: str) -> Path:
     """Validation numbers and verdict (all of them; artifacts/summary.json holds the headline figures)."""
-    return aspect_dir(aspect) / "metrics.json"
+    return cell_dir(cell) / "metrics.json"
 
 
-def gpu_metrics(aspect: str) -> Path:
+def gpu_metrics(cell: str) -> Path:
     """The shipped file on the GPU accelerator: adapter, residency, FP16 fidelity."""
-    return aspect_dir(aspect) / "gpu.json"
+    return cell_dir(cell) / "gpu.json"
 
 
-def depth_maps(aspect: str) -> Path:
+def depth_maps(cell: str) -> Path:
     """The official and the CPU (.tflite) depth map per validation photo (npz, `<photo>.official|cpu`)."""
-    return aspect_dir(aspect) / "depth.npz"
+    return cell_dir(cell) / "depth.npz"
 
 
-def gpu_depth(aspect: str) -> Path:
+def gpu_depth(cell: str) -> Path:
     """The GPU accelerator's depth map per validation photo (npz; empty when the check was skipped)."""
-    return aspect_dir(aspect) / "gpu_depth.npz"
+    return cell_dir(cell) / "gpu_depth.npz"
 
 
-def lint_report(aspect: str) -> Path:
+def lint_report(cell: str) -> Path:
     """The full GPU lint of the shipped file (op histogram, problems)."""
-    return aspect_dir(aspect) / "lint.json"
+    return cell_dir(cell) / "lint.json"

@@ -10,7 +10,7 @@ from da3_litert_farm.core.git import git
 
 TAG_PREFIX = "catalog/v"
 STRESS_WARNING = (
-    "STRESS WEIGHTS: built from seeded random weights (checkpoint.source: random), not from a trained "
+    "STRESS WEIGHTS: built from seeded random weights (models.<name>.source: random), not from a trained "
     "checkpoint. Its depth maps are noise; for dry runs of the farm and app plumbing only, never to ship"
 )
 
@@ -46,9 +46,7 @@ def published_versions(repo: str = ".") -> list[str]:
 
 
 def stress_warning(catalog: dict) -> str | None:
-    """The warning every view of a catalog built from stress weights carries, else None.
-
-    Read from the checkpoint provenance, so catalogs published before the warning existed
-    are recognised too.
-    """
-    return STRESS_WARNING if catalog["checkpoint"]["source"] == "random" else None
+    """The warning every view of a catalog carries when any of its models was built from stress weights, else
+    None. Read from each model's checkpoint provenance (sources.<model>.checkpoint.source), not from the
+    catalog's `warning`, so that a catalog which lost its warning is still recognised."""
+    return STRESS_WARNING if any(s["checkpoint"]["source"] == "random" for s in catalog["sources"].values()) else None

@@ -37,8 +37,9 @@ RATIOS = {"9x16": "9:16", "3x4": "3:4", "16x9": "16:9"}
 def new_repo(root: Path, long_side: int) -> Path:
     repo = repo_copy(root)
     doc = yaml.safe_load((repo / "params.yaml").read_text())
-    doc["checkpoint"]["source"] = "random"
-    doc["aspects"] = {name: {"ratio": ratio, "long_side": long_side} for name, ratio in RATIOS.items()}
+    doc["models"] = {"small": {"source": "random", "preset": "da3-small", "seed": 0}}
+    doc["tiers"] = [long_side]
+    doc["aspects"] = {name: {"ratio": ratio} for name, ratio in RATIOS.items()}
     (repo / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     git("init", "-q", cwd=repo)
     git("add", "-A", cwd=repo)

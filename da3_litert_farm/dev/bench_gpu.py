@@ -1,11 +1,11 @@
-"""Profile the GPU check of one aspect: where the GPU accelerator's time goes (nothing is asserted).
+"""Profile the GPU check of one cell: where the GPU accelerator's time goes (nothing is asserted).
 
-    python -m da3_litert_farm.dev.bench_gpu 9x16 [--photos 3] [--perf] [--setting NAME:VAR=VALUE,...]
+    python -m da3_litert_farm.dev.bench_gpu small-896-9x16 [--photos 3] [--perf] [--setting NAME:VAR=VALUE,...]
                                                  [--json FILE] [--record NAME]
 
-Runs the aspect's shipped file (artifacts/models/A/model_fp16.tflite, built by `make farm`) as the
+Runs the cell's shipped file (artifacts/models/MODEL/TIER/ASPECT/model_fp16.tflite, built by `make farm`) as the
 gpu stage does, once per --setting, each in a fresh process with that setting's environment
-(the adapter, the shader caches and the driver's variables as a new `gpu@A` sees them), alone on
+(the adapter, the shader caches and the driver's variables as a new `gpu@CELL` sees them), alone on
 the machine. Per setting it prints and records:
 - set-up: the adapter and device, from a probe graph of one op;
 - compile: loading the shipped file on the accelerator (kernel selection, shader compilation),
@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from da3_litert_farm.core import fileio, paths
+from da3_litert_farm.core.cells import split_cell
 
 DEFAULT_SETTING = "default:"
 
@@ -160,7 +161,7 @@ def measure(aspect: str, photos: tuple[str, ...], use_perf: bool, ops: bool = Fa
     from da3_litert_farm.gpu.gpu_runtime import GpuModel, probe
     from da3_litert_farm.model.photo_input import load_photo_array
 
-    target = load_params(checkpoint_files=False).aspect(aspect)
+    target = load_params(checkpoint_files=False).cell(aspect)
     model_file = paths.fp16_model(aspect)
     with np.load(paths.depth_maps(aspect)) as maps:
         official = {p: maps[f"{p}.official"] for p in photos}
@@ -233,7 +234,7 @@ def summary_rows(results: list[dict]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m da3_litert_farm.dev.bench_gpu", description=__doc__.split("\n\n")[0])
-    parser.add_argument("aspect")
+    parser.add_argument("aspect", metavar="cell", help="a cell of params.yaml's matrix, MODEL-TIER-ASPECT")
     parser.add_argument("--photos", type=int, default=3, help="how many validation photos to run (default 3)")
     parser.add_argument("--perf", action="store_true", help="sample the second inference with perf")
     parser.add_argument("--ops", action="store_true", help="also time one-op graphs (MLP matmul, attention scores)")
@@ -268,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         from da3_litert_farm.dev import figures
 
-        weights = figures.weights_name(json.loads(paths.PROVENANCE.read_text()))
+        weights = figures.weights_name(json.loads(paths.provenance(split_cell(args.aspect)[0]).read_text()))
         path = figures.record(args.record, summary_rows(results),
                               figures.command_line("da3_litert_farm.dev.bench_gpu", argv), weights=weights)
         print(f"recorded {path}")

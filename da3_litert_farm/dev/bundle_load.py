@@ -17,26 +17,32 @@ import json
 import sys
 
 from da3_litert_farm.core import paths
+from da3_litert_farm.core.cells import split_bundle
 from da3_litert_farm.gpu.load_cost import ACCELERATORS, measure
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m da3_litert_farm.dev.bundle_load",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("aspect", nargs="?", help="a signature of the bundle (default: its smallest)")
+    parser.add_argument("bundle", help="a bundle of the farm, MODEL-TIER (e.g. small-896)")
+    parser.add_argument("signature", nargs="?", help="a signature of the bundle, an aspect (default: its smallest)")
     parser.add_argument("--record", metavar="NAME", help="also write the rows to docs/figures/NAME.json")
     args = parser.parse_args(argv)
-    signatures = json.loads(paths.BUNDLE_RECORD.read_text())["signatures"]
-    aspect = args.aspect or min(signatures, key=lambda s: s["height"] * s["width"])["aspect"]
-    files = {s["aspect"]: s["file"] for s in signatures}
+    record = paths.bundle_record(args.bundle)
+    if not record.is_file():
+        parser.error(f"no bundle {args.bundle!r} built here ({record} missing)")
+    signatures = json.loads(record.read_text())["signatures"]
+    aspect = args.signature or min(signatures, key=lambda s: s["height"] * s["width"])["signature"]
+    files = {s["signature"]: s["file"] for s in signatures}
     if aspect not in files:
-        parser.error(f"{aspect!r} is not a signature of the bundle: {sorted(files)}")
+        parser.error(f"{aspect!r} is not a signature of bundle {args.bundle}: {sorted(files)}")
+    bundle = paths.bundle_model(args.bundle)
     single = files[aspect]
     rows = []
     for accelerator in ACCELERATORS:
         own = measure(single, accelerator)
-        loads = {"bundle, every signature": measure(paths.BUNDLE_MODEL, accelerator),
-                 f"bundle, only {aspect}": measure(paths.BUNDLE_MODEL, accelerator, aspect),
+        loads = {"bundle, every signature": measure(bundle, accelerator),
+                 f"bundle, only {aspect}": measure(bundle, accelerator, aspect),
                  f"{aspect}'s own file": own}
         for load, m in loads.items():
             ratio = round(m["peak_growth_mib"] / own["peak_growth_mib"], 2)
@@ -48,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         from da3_litert_farm.dev import figures
 
         path = figures.record(args.record, rows, figures.command_line("da3_litert_farm.dev.bundle_load", argv),
-                              weights=figures.weights_name(json.loads(paths.PROVENANCE.read_text())))
+                              weights=figures.weights_name(json.loads(
+                                  paths.provenance(split_bundle(args.bundle)[0]).read_text())))
         print(f"recorded {path}")
     return 0
 

@@ -219,7 +219,7 @@ def bare_figures(paths: list[Path | str], allowed: dict[str, str] = NOT_MEASURED
 
 
 def catalog_rows(catalog: dict, cost: bool = False) -> list[dict]:
-    """One row per model of a farm's catalog (size, CPU and GPU fidelity), and one for the bundle; with `cost`,
+    """One row per cell of a farm's catalog (size, CPU and GPU fidelity), and one per bundle; with `cost`,
     what each file costs (its preset, GMAC, CPU ms, GPU seconds per inference, its export's seconds and peak RSS)."""
     rows = []
     for m in catalog["models"]:
@@ -231,33 +231,36 @@ def catalog_rows(catalog: dict, cost: bool = False) -> list[dict]:
                      "GPU s": c.get("gpu_seconds", "skipped"), "export s": c["export_seconds"],
                      "export peak RSS MiB": c["export_peak_rss_mib"]}
         rows.append({
-            "aspect": m["aspect"], "H x W": f"{m['height']} x {m['width']}", "MB": m["bytes"] / 1e6, **costs,
+            "cell": m["cell"], "H x W": f"{m['height']} x {m['width']}", "MB": m["bytes"] / 1e6, **costs,
             "CPU 1 - r": 1 - fid["pearson_min"], "CPU mean rel": fid["mean_rel_error_max"],
             "GPU 1 - r": 1 - gpu["pearson_min"] if gpu["checked"] else "skipped",
             "GPU mean rel": gpu["mean_rel_max"] if gpu["checked"] else "skipped",
             **({} if cost else {"GPU adapter": gpu["adapter"] if gpu["checked"] else "skipped"}),
         })
-    if bundle := catalog.get("bundle"):
-        largest = max(m["bytes"] for m in catalog["models"])
-        rows.append({"aspect": "bundle", "H x W": f"all {len(bundle['signatures'])}", "MB": bundle["bytes"] / 1e6,
-                     "x of the single files": bundle["bytes"] / bundle["singles_bytes"],
+    sizes = {m["cell"]: m["bytes"] for m in catalog["models"]}
+    for bundle in catalog.get("bundles", []):
+        largest = max(sizes[s["cell"]] for s in bundle["signatures"])
+        rows.append({"cell": f"bundle {bundle['bundle']}", "H x W": f"all {len(bundle['signatures'])}",
+                     "MB": bundle["bytes"] / 1e6, "x of the single files": bundle["bytes"] / bundle["singles_bytes"],
                      **({"x the largest file": bundle["bytes"] / largest} if cost else {})})
     return rows
 
 
 def bundle_load_rows(catalog: dict) -> list[dict]:
-    """What loading the catalog's bundle cost, per runtime, as its bundle stage measured it: every signature, only
-    one (LiteRT's C API), and that signature's own file."""
+    """What loading each of the catalog's bundles cost, per runtime, as its bundle stage measured it: every
+    signature, only one (LiteRT's C API), and that signature's own file."""
     rows = []
-    for runtime, costs in catalog["bundle"]["load"].items():
-        single = costs["single"]
-        for which, label in (("bundle", "bundle, every signature"), ("bundle_one_signature", "bundle, only {}"),
-                             ("single", "{}'s own file")):
-            if which in costs:
-                c = costs[which]
-                rows.append({"runtime": runtime.upper(), "load": label.format(c.get("aspect", single["aspect"])),
-                             "seconds": c["seconds"], "peak growth MiB": c["peak_growth_mib"],
-                             "x the file's memory": c["peak_growth_mib"] / single["peak_growth_mib"]})
+    for bundle in catalog.get("bundles", []):
+        for runtime, costs in bundle["load"].items():
+            single = costs["single"]
+            for which, label in (("bundle", "bundle, every signature"), ("bundle_one_signature", "bundle, only {}"),
+                                 ("single", "{}'s own file")):
+                if which in costs:
+                    c = costs[which]
+                    rows.append({"bundle": bundle["bundle"], "runtime": runtime.upper(),
+                                 "load": label.format(c.get("signature") or single["cell"]),
+                                 "seconds": c["seconds"], "peak growth MiB": c["peak_growth_mib"],
+                                 "x the file's memory": c["peak_growth_mib"] / single["peak_growth_mib"]})
     return rows
 
 
@@ -271,15 +274,23 @@ def weights_name(checkpoint: dict) -> str:
     return f"weights from a local checkpoint, sha256 {checkpoint['weights_sha256'][:12]}"
 
 
+def catalog_weights(catalog: dict) -> str:
+    """Which weights each model of a catalog was built from."""
+    sources = catalog["sources"]
+    if len(sources) == 1:
+        return weights_name(next(iter(sources.values()))["checkpoint"])
+    return "; ".join(f"{model}: {weights_name(s['checkpoint'])}" for model, s in sources.items())
+
+
 def record_catalog(path: Path, commit: str, command: str, *, folder: Path = FIGURES, name: str = "catalog",
                    cost: bool = False) -> Path:
     catalog = json.loads(Path(path).read_text())
     measured = {"date": catalog["created"][:10], "cpu": cpu_name(), "commit": commit,
-                "weights": weights_name(catalog["checkpoint"]), "command": command}
+                "weights": catalog_weights(catalog), "command": command}
     if cost:  # one adapter for the whole table, said once
         adapters = {m["gpu"]["adapter"] for m in catalog["models"] if m["gpu"]["checked"]}
         measured["gpu adapter"] = ", ".join(sorted(adapters)) or "none: GPU check skipped"
-    if cost and catalog.get("bundle", {}).get("load"):
+    if cost and any(b.get("load") for b in catalog.get("bundles", [])):
         record(f"{name}-load", bundle_load_rows(catalog), command, folder=folder, measured=measured)
     return record(name, catalog_rows(catalog, cost), command, folder=folder, measured=measured)
 

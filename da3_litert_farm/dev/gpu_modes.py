@@ -33,7 +33,7 @@ def measure(aspect, mode: str, photo: str) -> dict:
     loaded = time.time()
     depth = model(image)
     agreement = compare(depth, reference)
-    return {"aspect": aspect.name, "H x W": f"{aspect.height} x {aspect.width}", "mode": mode,
+    return {"cell": aspect.name, "H x W": f"{aspect.height} x {aspect.width}", "mode": mode,
             "computes": arithmetic_precision(mode), "1 - r": 1 - agreement["pearson"],
             "mean rel": agreement["mean_rel_error"], "inference s": round(time.time() - loaded, 1),
             "load s": round(loaded - started, 2), "fully accelerated": model.fully_accelerated,
@@ -42,7 +42,7 @@ def measure(aspect, mode: str, photo: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m da3_litert_farm.dev.gpu_modes", description=__doc__.splitlines()[0])
-    parser.add_argument("aspects", nargs="*", help="aspects of params.yaml (default: all)")
+    parser.add_argument("cells", nargs="*", help="cells of params.yaml's matrix, MODEL-TIER-ASPECT (default: all)")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {list(MODES)}")
     parser.add_argument("--photo", default="coffee", help="a photo of validation.photos (default: coffee)")
     parser.add_argument("--record", metavar="NAME", help="also write the rows to docs/figures/NAME.json")
@@ -51,19 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [m for m in modes if m not in MODES]:
         parser.error(f"--modes: {unknown} not in {list(MODES)}")
     params = load_params(checkpoint_files=False)
-    aspects = [params.aspect(a) for a in args.aspects] or list(params.aspects.values())
+    aspects = [params.cell(c) for c in args.cells] or list(params.cells.values())
     rows = []
     for aspect in aspects:
         for mode in modes:
             row = measure(aspect, mode, args.photo)
             rows.append(row)
-            print(f"{row['aspect']:>8} {row['H x W']:>11} {mode:>16} (computes {row['computes']}): "
+            print(f"{row['cell']:>16} {row['H x W']:>11} {mode:>16} (computes {row['computes']}): "
                   f"1 - r {row['1 - r']:.2e}, mean rel {row['mean rel']:.2e}, inference {row['inference s']} s, "
                   f"load {row['load s']} s, fully accelerated {row['fully accelerated']}", flush=True)
     if args.record:
         from da3_litert_farm.dev import figures
 
-        weights = figures.weights_name(json.loads(paths.PROVENANCE.read_text()))
+        weights = ", ".join(sorted({figures.weights_name(json.loads(paths.provenance(c.model).read_text()))
+                                    for c in aspects}))
         path = figures.record(args.record, rows, figures.command_line("da3_litert_farm.dev.gpu_modes", argv),
                               weights=weights)
         print(f"recorded {path}")

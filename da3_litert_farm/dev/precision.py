@@ -160,7 +160,7 @@ def _layernorm_shift(value: str) -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="where FP16 error enters the shipped graph on the GPU")
-    parser.add_argument("aspect")
+    parser.add_argument("cell", help="a cell of params.yaml's matrix, MODEL-TIER-ASPECT")
     parser.add_argument("--photo", default=CHECK_PHOTO, choices=PHOTOS)
     parser.add_argument("--layernorm-shift", type=_layernorm_shift, metavar="K|off",
                         default=RewriteOptions().layernorm_shift,
@@ -172,14 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         params = load_params(checkpoint_files=False)
-        aspect = params.aspect(args.aspect)
-        options = dataclasses.replace(shipped_options(params.model, aspect.height, aspect.width, params.max_tensor_mib),
+        aspect = params.cell(args.cell)
+        options = dataclasses.replace(shipped_options(params.preset(aspect.model), aspect.height, aspect.width,
+                                                      params.max_tensor_mib),
                                       layernorm_shift=args.layernorm_shift,
                                       short_output_sums=not args.long_output_sums)
-        official = load_official_from_dir(paths.CHECKPOINT_DIR)
+        official = load_official_from_dir(paths.checkpoint_dir(aspect.model))
         result = profile(official, aspect.name, aspect.height, aspect.width, options, args.photo)
     except (ParamsError, CheckpointError, NotExactError, GpuError) as exc:
-        print(f"precision {args.aspect}: {exc}", file=sys.stderr)
+        print(f"precision {args.cell}: {exc}", file=sys.stderr)
         return 1
     print(format_table(result))
     if args.json:

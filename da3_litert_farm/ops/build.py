@@ -1,4 +1,4 @@
-"""Build the farm's aspects in parallel on Dask, then finish with one ordinary `dvc repro`.
+"""Build the farm's cells in parallel on Dask, then finish with one ordinary `dvc repro`.
 
     python -m da3_litert_farm.ops.build --jobs N            (make farm JOBS=N): a LocalCluster here
     python -m da3_litert_farm.ops.build --scheduler tcp://HOST:8786   (or DASK_SCHEDULER_ADDRESS)
@@ -6,7 +6,7 @@
 1. Here: params.yaml is checked and `dvc repro checkpoint` runs once, so every worker converts
    the same weights; the `params` and `checkpoint` entries of dvc.lock travel with each task,
    and a worker checks their outputs out of the DVC cache (or pulls them from the remote).
-2. One Dask task per aspect runs its chain in a workspace of its own at this checkout's
+2. One Dask task per cell runs its chain in a workspace of its own at this checkout's
    state: `dvc repro --single-item patch@A export@A quantize@A validate@A`, then `gpu@A`
    (the GPU check has the machine to itself: host_lock). DVC records each run in its
    run-cache. Workspaces:
@@ -15,14 +15,14 @@
    - clone (default with --scheduler): a fresh clone of --repo-url at this commit with a
      cache of its own; it pulls what it needs from the DVC remote and pushes its outputs and
      run-cache there.
-3. Here: `dvc repro` (with --pull when the workers used the remote) restores every aspect
+3. Here: `dvc repro` (with --pull when the workers used the remote) restores every cell
    from the run-cache, converting nothing, and builds the catalog and report; dvc.lock is
    what that ordinary sequential run writes.
 
-A failed aspect fails the build with its own message after the others finish; what they
+A failed cell fails the build with its own message after the others finish; what they
 built stays in the cache, artifacts/ is not touched, and a rerun converts only what failed.
 
-This module is the coordinator; a worker runs ops.build_worker.build_aspect. Each `dvc repro` of
+This module is the coordinator; a worker runs ops.build_worker.build_cell. Each `dvc repro` of
 steps 2 and 3 goes through DVC's Python API in a child process of its own (ops.dvc_repro), which
 reports which stages it ran and which it restored from the run-cache.
 """
@@ -40,7 +40,7 @@ from da3_litert_farm.config.params import PARAMS_FILE, ParamsError, load_params
 from da3_litert_farm.core import paths
 from da3_litert_farm.core.git import GitError, git
 from da3_litert_farm.core.pipeline import SHARED_STAGES
-from da3_litert_farm.ops.build_worker import Snapshot, build_aspect
+from da3_litert_farm.ops.build_worker import Snapshot, build_cell
 from da3_litert_farm.ops.dvc_command import BuildError, dvc, tail
 from da3_litert_farm.ops.dvc_repro import repro
 from da3_litert_farm.ops.farm_lock import FarmLockError, hold
@@ -87,9 +87,9 @@ def default_remote(repo: Path) -> tuple[str, str]:
 def build(repo: Path, jobs: int, scheduler: str | None, workspace: str, repo_url: str | None) -> int:
     started = time.time()
     params = load_params(repo / PARAMS_FILE)  # a bad params.yaml stops here, before any work
-    aspects = list(params.aspects)
+    cells = list(params.cells)  # each cell's chain is one task
     via_remote = workspace == "clone"
-    print(f"build: {len(aspects)} aspects ({', '.join(aspects)}) on "
+    print(f"build: {len(cells)} cells ({', '.join(cells)}) on "
           f"{scheduler or f'a LocalCluster of {jobs} workers'}, workspaces: {workspace}", flush=True)
     dvc("repro", "checkpoint", cwd=repo)
     if via_remote:
@@ -103,36 +103,36 @@ def build(repo: Path, jobs: int, scheduler: str | None, workspace: str, repo_url
     results, failures = {}, {}
     try:
         with Client(scheduler or cluster) as client:
-            futures = {client.submit(build_aspect, snap, a, pure=False): a for a in aspects}
+            futures = {client.submit(build_cell, snap, a, pure=False): a for a in cells}
             for future in as_completed(futures):
-                aspect = futures[future]
+                cell = futures[future]
                 try:
-                    results[aspect] = future.result()
-                    print(f"build: {describe(results[aspect], started)}", flush=True)
+                    results[cell] = future.result()
+                    print(f"build: {describe(results[cell], started)}", flush=True)
                 except Exception as exc:  # noqa: BLE001  every failure is reported, the others go on
-                    failures[aspect] = _message(exc)
-                    print(f"build {aspect}: FAILED {failures[aspect]}", file=sys.stderr, flush=True)
+                    failures[cell] = _message(exc)
+                    print(f"build {cell}: FAILED {failures[cell]}", file=sys.stderr, flush=True)
     finally:
         if cluster is not None:
             cluster.close()
     if failures:
-        print(f"build: {len(failures)} of {len(aspects)} aspects failed ({', '.join(sorted(failures))}); "
+        print(f"build: {len(failures)} of {len(cells)} cells failed ({', '.join(sorted(failures))}); "
               f"artifacts/ untouched. What the others built is in the DVC run-cache: a rerun converts only "
               f"what failed.", file=sys.stderr)
         return 1
     final = repro(cwd=repo, pull=via_remote)
     print(tail(final["log"]))
     print(f"build: dvc repro here restored {len(final['restored'])} stages from the run-cache and ran "
-          f"{', '.join(final['ran']) or 'nothing'}; {len(aspects)} aspects in {time.time() - started:.1f} s",
+          f"{', '.join(final['ran']) or 'nothing'}; {len(cells)} cells in {time.time() - started:.1f} s",
           flush=True)
     return 0
 
 
 def describe(r: dict, started: float) -> str:
-    """One line per aspect; times in seconds since the build started (on its host's clock)."""
+    """One line per cell; times in seconds since the build started (on its host's clock)."""
     ran = ", ".join(r["ran"]) or "nothing (all from the run-cache)"
     (c0, c1), (g0, g1) = ((t - started for t in span) for span in (r["convert"], r["gpu"]))
-    return (f"{r['aspect']} on {r['host']} (pid {r['pid']}): ran {ran}; convert {c0:.1f}-{c1:.1f} s, "
+    return (f"{r['cell']} on {r['host']} (pid {r['pid']}): ran {ran}; convert {c0:.1f}-{c1:.1f} s, "
             f"GPU check {g0:.1f}-{g1:.1f} s (waited {g0 - c1:.1f} s to have the machine alone); "
             f"peak RSS {r['peak_child_rss_mb']:.0f} MB (the worker's largest process), worker {r['worker_rss_mb']:.0f} MB")
 
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scheduler and workspace == "worktree":
         parser.error("--workspace worktree needs the workers on this machine: drop --scheduler or use clone")
     try:
-        # One build per checkout: a second would convert the same aspects again beside this one's workers.
+        # One build per checkout: a second would convert the same cells again beside this one's workers.
         with hold(Path.cwd(), shlex.join(["python", "-m", __spec__.name, *(sys.argv[1:] if argv is None else argv)])):
             return build(Path.cwd(), args.jobs, args.scheduler, workspace, args.repo_url)
     except (ParamsError, BuildError, GitError, FarmLockError) as exc:

@@ -1,4 +1,4 @@
-"""What a Dask worker of the parallel build (ops.build) runs: one aspect's chain in a workspace of
+"""What a Dask worker of the parallel build (ops.build) runs: one cell's chain in a workspace of
 its own at the coordinator's state (its Snapshot), then the GPU check with the machine to itself."""
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ class Snapshot:
     remote: tuple[str, str] | None = None  # clone: (DVC remote name, URL as seen from anywhere)
 
 
-def build_aspect(snap: Snapshot, aspect: str) -> dict:
-    """One aspect's chain in a fresh workspace; runs on a Dask worker."""
+def build_cell(snap: Snapshot, cell: str) -> dict:
+    """One cell's chain in a fresh workspace; runs on a Dask worker."""
     import psutil
 
-    root = Path(tempfile.mkdtemp(prefix=f"da3-farm-{aspect}-"))
+    root = Path(tempfile.mkdtemp(prefix=f"da3-farm-{cell}-"))
     work = root / "repo"
     env = dvc_env()
     try:
@@ -46,17 +46,17 @@ def build_aspect(snap: Snapshot, aspect: str) -> dict:
         dvc("pull" if pull else "checkout", *SHARED_STAGES, cwd=work, env=env)
         with host_lock.shared():
             t0 = time.time()
-            done = _stage(work, env, aspect, pull, *CONVERT_STAGES)
+            done = _stage(work, env, cell, pull, *CONVERT_STAGES)
         t1 = time.time()
         with host_lock.alone():
             t2 = time.time()
-            done += _stage(work, env, aspect, pull, GPU_STAGE)
+            done += _stage(work, env, cell, pull, GPU_STAGE)
         t3 = time.time()
         if pull:
-            chain = [stage_name(s, aspect) for s in (*CONVERT_STAGES, GPU_STAGE)]
+            chain = [stage_name(s, cell) for s in (*CONVERT_STAGES, GPU_STAGE)]
             dvc("push", *chain, cwd=work, env=env)
             dvc("push", "--run-cache", cwd=work, env=env)
-        return {"aspect": aspect, "host": socket.gethostname(), "pid": os.getpid(),
+        return {"cell": cell, "host": socket.gethostname(), "pid": os.getpid(),
                 "ran": [s for r in done for s in r["ran"]], "restored": [s for r in done for s in r["restored"]],
                 "convert": (t0, t1), "gpu": (t2, t3),
                 "peak_child_rss_mb": peak_memory.peak_rss_mib(resource.RUSAGE_CHILDREN),
@@ -66,11 +66,11 @@ def build_aspect(snap: Snapshot, aspect: str) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _stage(work: Path, env: dict[str, str], aspect: str, pull: bool, *stages: str) -> list[dict]:
-    """`dvc repro --single-item` of the aspect's stages, in order; a failure names the aspect and stage."""
+def _stage(work: Path, env: dict[str, str], cell: str, pull: bool, *stages: str) -> list[dict]:
+    """`dvc repro --single-item` of the cell's stages, in order; a failure names the cell and stage."""
     done = []
     for stage in stages:
-        name = stage_name(stage, aspect)
+        name = stage_name(stage, cell)
         try:
             done.append(repro(name, cwd=work, env=env, single_item=True, pull=pull))
         except BuildError as exc:

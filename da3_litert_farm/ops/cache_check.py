@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from da3_litert_farm.core import fileio, paths
+from da3_litert_farm.ops.catalog import shipped
 from da3_litert_farm.core.errors import FarmError
 
 REBUILD = "run `dvc repro` (`make farm`) to rebuild it, then publish"
@@ -49,8 +50,7 @@ def check_cache(files: list[str], error: type[Exception] = CacheError) -> list[s
     outs = {o["path"]: o["md5"] for stage in yaml.safe_load(paths.LOCK_FILE.read_text())["stages"].values()
             for o in stage.get("outs", [])}
     catalog = json.loads(paths.CATALOG.read_text())
-    shipped = catalog["models"] + ([catalog["bundle"]] if "bundle" in catalog else [])
-    catalogued = {m["file"]: m["sha256"] for m in shipped}
+    catalogued = {m["file"]: m["sha256"] for m in shipped(catalog).values()}
     repaired: list[str] = []
 
     def check(oid: str, what: str, workspace: Callable[[], Path | bytes | None]) -> Path:

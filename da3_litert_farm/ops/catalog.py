@@ -2,9 +2,10 @@
 
 Run by the DVC stage in stages/catalog.py.
 
-Lists exactly the aspects in params.yaml, each only if its CPU validation and its GPU check
-passed and its file still has the sha256 that validation, lint and GPU check recorded
-(da3_litert_farm.checks.shipped), and the bundle of all of them.
+Lists exactly the cells of params.yaml's matrix (model x tier x aspect), each only if its CPU
+validation and its GPU check passed and its file still has the sha256 that validation, lint and GPU
+check recorded (da3_litert_farm.checks.shipped), where each model's weights came from, and the
+bundle of each model and tier.
 The document is validated against da3_litert_farm/ops/catalog.schema.json before it is written.
 """
 
@@ -19,10 +20,11 @@ from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.config.params import Params, validator_for
 from da3_litert_farm.core.gpu_modes import APP_SETTING, RECOMMENDATION_RULE
+from da3_litert_farm.core.cells import bundle_artifact, split_bundle
 from da3_litert_farm.core.licensing import license_entry
 from da3_litert_farm.core.models import output_entry
 from da3_litert_farm.core.photos import PREPROCESSING
-from da3_litert_farm.core.releases import stress_warning
+from da3_litert_farm.core.releases import artifact_name, stress_warning
 from da3_litert_farm.checks.shipped import verified
 
 SCHEMA_FILE = Path(__file__).with_name("catalog.schema.json")
@@ -48,13 +50,16 @@ def tool_versions() -> dict[str, str]:
 
 
 def model_entry(params: Params, name: str) -> dict:
-    """The catalog entry of one aspect, from what its validate and gpu stages recorded."""
-    aspect = params.aspect(name)
+    """The catalog entry of one cell, from what its validate and gpu stages recorded."""
+    aspect = params.cell(name)
     checked = verified(aspect)
     metrics, lint, shipped, sha256 = checked.metrics, checked.lint, checked.file, checked.sha256
     fidelity = metrics["fidelity"]
     return {
-        "aspect": name,
+        "cell": name,
+        "model": aspect.model,
+        "tier": aspect.tier,
+        "aspect": aspect.aspect.name,
         "ratio": aspect.ratio,
         "height": aspect.height,
         "width": aspect.width,
@@ -72,7 +77,7 @@ def model_entry(params: Params, name: str) -> dict:
             "shape": [1, 1, aspect.height, aspect.width],
             "layout": "NCHW",
             "dtype": "float32",
-            **output_entry(params.model),
+            **output_entry(params.preset(aspect.model)),
         },
         "fidelity": {
             "reference": "official depth_anything_3 PyTorch model, FP32",
@@ -137,47 +142,70 @@ def gpu_entry(gpu: dict) -> dict:
     }
 
 
-def bundle_entry(models: list[dict]) -> dict:
-    """The bundle of exactly these models, from what the bundle stage recorded."""
+def bundle_entry(bundle: str, models: list[dict]) -> dict:
+    """Bundle `bundle` (MODEL-TIER) of exactly these catalog entries, from what its bundle stage recorded."""
     try:
-        record = json.loads(paths.BUNDLE_RECORD.read_text())
+        record = json.loads(paths.bundle_record(bundle).read_text())
     except FileNotFoundError as exc:
-        raise CatalogError(f"no bundle yet ({exc.filename} missing); run `dvc repro`") from None
-    if fileio.sha256_file(paths.BUNDLE_MODEL) != record["sha256"]:
-        raise CatalogError(f"{paths.BUNDLE_MODEL} is not the file the bundle stage checked; run `dvc repro`")
-    bundled = {s["aspect"]: s["sha256"] for s in record["signatures"]}
-    if bundled != {m["aspect"]: m["sha256"] for m in models}:
-        raise CatalogError(f"the bundle holds {sorted(bundled)}, not exactly the catalogued files of "
-                           f"{sorted(m['aspect'] for m in models)}; run `dvc repro`")
+        raise CatalogError(f"no bundle {bundle} yet ({exc.filename} missing); run `dvc repro`") from None
+    if fileio.sha256_file(paths.bundle_model(bundle)) != record["sha256"]:
+        raise CatalogError(f"{paths.bundle_model(bundle)} is not the file the bundle stage checked; run `dvc repro`")
+    bundled = {s["cell"]: s["sha256"] for s in record["signatures"]}
+    if bundled != {m["cell"]: m["sha256"] for m in models}:
+        raise CatalogError(f"bundle {bundle} holds {sorted(bundled)}, not exactly the catalogued files of "
+                           f"{sorted(m['cell'] for m in models)}; run `dvc repro`")
     gpu = record["gates"]["gpu"]
+    model, tier = split_bundle(bundle)
     return {
+        "bundle": bundle,
+        "model": model,
+        "tier": tier,
         "file": record["file"],
         "sha256": record["sha256"],
         "bytes": record["bytes"],
         "singles_bytes": record["singles_bytes"],
         "precision": PRECISION,
-        "signatures": [{k: s[k] for k in ("signature", "aspect", "height", "width", "own_bytes")}
+        "signatures": [{k: s[k] for k in ("signature", "cell", "height", "width", "own_bytes")}
                        for s in record["signatures"]],
         "gpu": {k: gpu[k] for k in ("checked", "reason", "adapter", "fully_accelerated", "signature", "photo",
                                     "bitwise_equal") if k in gpu},
-        "load": {acc: {which: {k: v for k, v in figures.items() if k in ("aspect", "seconds", "peak_growth_mib")}
+        "load": {acc: {which: {k: v for k, v in figures.items() if k in ("signature", "cell", "seconds",
+                                                                         "peak_growth_mib")}
                        for which, figures in costs.items()} for acc, costs in record["load"].items()},
     }
 
 
+def shipped(catalog: dict) -> dict[str, dict]:
+    """Every file a catalog ships, by its key: each cell's file by the cell's name, each bundle by
+    core.cells.bundle_artifact (MODEL-TIER-bundle)."""
+    files = {m["cell"]: m for m in catalog["models"]}
+    files.update((bundle_artifact(b["bundle"]), b) for b in catalog.get("bundles", []))
+    return files
+
+
+def shipped_files(catalog: dict) -> dict[str, dict]:
+    """The same by artifact name (the catalog's name, then the key): what dvc.yaml's artifacts and tags say."""
+    return {artifact_name(catalog, key): m for key, m in shipped(catalog).items()}
+
+
+def source_entry(model: str) -> dict:
+    """Where a model's weights came from (its checkpoint stage's provenance) and their licences."""
+    provenance = json.loads(paths.provenance(model).read_text())
+    return {"checkpoint": provenance, "license": license_entry(provenance)}
+
+
 def build_catalog(params: Params, created: str | None = None) -> dict:
-    provenance = json.loads(paths.PROVENANCE.read_text())
     document = {
         "schema_version": SCHEMA_VERSION,
         "name": params.catalog.name,
         "version": params.catalog.version,
         "created": created or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "checkpoint": provenance,
-        "license": license_entry(provenance),
+        "sources": {model: source_entry(model) for model in params.models},
         "tools": tool_versions(),
-        "models": [model_entry(params, name) for name in params.aspects],
+        "models": [model_entry(params, name) for name in params.cells],
     }
-    document["bundle"] = bundle_entry(document["models"])
+    document["bundles"] = [bundle_entry(bundle, [m for m in document["models"] if m["cell"] in {c.name for c in cells}])
+                           for bundle, cells in params.bundles().items()]
     if stress_warning(document):
         document["warning"] = stress_warning(document)
     validate_catalog(document)

@@ -6,7 +6,7 @@ Refuses, before changing anything, when: the git working tree is dirty; the pipe
 not up to date (`dvc status`); the catalog's version is not params.yaml's; any catalogued
 model failed a gate or no longer has its catalogued sha256; any model skipped the GPU check
 (validation.gpu: skip) unless --allow-unchecked-gpu; the catalog was built from stress
-weights (checkpoint.source: random) unless --allow-stress; the version is older than the
+weights (a model's source: random) unless --allow-stress; the version is older than the
 newest published one; the version is already published with different files; or there is no
 publisher key (FARM_SIGNING_KEY, default ~/.config/da3-litert-farm/publisher.pem; `make keys`)
 unless --unsigned.
@@ -17,7 +17,7 @@ signature.sig are committed under artifacts/release/ with the artifacts declarat
 tag's message names the key's fingerprint and the signature's sha256 (or says unsigned).
 
 All or nothing, as the remote and a client see it: the files are pushed to the DVC remote
-first; then every tag (`catalog/v<version>`, and `<artifact>@v<version>` per model, DVC's
+first; then every tag (`catalog/v<version>`, and `<artifact>@v<version>` per file and bundle, DVC's
 artifact versions) is made in one git transaction; then all are pushed to `origin` (if it
 exists) with `git push --atomic`. A client lists versions by their tags, so it never sees a
 version whose files are not on the remote. A rerun after any failure, or after the publish
@@ -42,8 +42,8 @@ import yaml
 
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
-from da3_litert_farm.core.aspects import BUNDLE
-from da3_litert_farm.ops.catalog import validate_catalog
+from da3_litert_farm.core.cells import bundle_artifact
+from da3_litert_farm.ops.catalog import shipped, shipped_files, validate_catalog
 from da3_litert_farm.ops.cache_check import check_cache
 from da3_litert_farm.client.remote import scheme
 from da3_litert_farm.ops.remote import committed_remote, local_override
@@ -71,36 +71,32 @@ def catalog_at(rev: str) -> dict:
     return json.loads(git("show", f"{rev}:{paths.CATALOG.as_posix()}"))
 
 
-def shipped_files(catalog: dict) -> dict[str, dict]:
-    """Every file a version ships, by artifact name: each aspect's model, and the bundle."""
-    files = {artifact_name(catalog, m["aspect"]): m for m in catalog["models"]}
-    if "bundle" in catalog:
-        files[artifact_name(catalog, BUNDLE)] = catalog["bundle"]
-    return files
-
-
 def artifacts_section(catalog: dict) -> dict:
-    """dvc.yaml `artifacts:` for every shipped model and the bundle, so `dvc artifacts get` can fetch them."""
+    """dvc.yaml `artifacts:` for every shipped file and bundle, so `dvc artifacts get` can fetch them."""
     labels = ["depth", "litert", "tflite"] + (["stress-weights"] if stress_warning(catalog) else [])
+    presets = {m["model"]: m["output"]["model"] for m in catalog["models"]}
     section = {
-        artifact_name(catalog, m["aspect"]): {
+        artifact_name(catalog, m["cell"]): {
             "path": m["file"],
             "type": "model",
-            "desc": f"DA3-Small depth, {m['height']}x{m['width']} (HxW), FP16 weights, LiteRT GPU-clean",
+            "desc": f"{m['output']['model']} {m['output']['kind']}, {m['height']}x{m['width']} (HxW), FP16 weights, "
+                    "LiteRT GPU-clean",
             "labels": labels,
-            "meta": {"aspect": m["aspect"], "ratio": m["ratio"], "shape": m["input"]["shape"],
-                     "precision": m["precision"], "sha256": m["sha256"], "catalog_version": catalog["version"]},
+            "meta": {"cell": m["cell"], "model": m["model"], "tier": m["tier"], "aspect": m["aspect"],
+                     "ratio": m["ratio"], "shape": m["input"]["shape"], "precision": m["precision"],
+                     "sha256": m["sha256"], "catalog_version": catalog["version"]},
         }
         for m in catalog["models"]
     }
-    if "bundle" in catalog:
-        b = catalog["bundle"]
-        section[artifact_name(catalog, BUNDLE)] = {
+    for b in catalog["bundles"]:
+        section[artifact_name(catalog, bundle_artifact(b["bundle"]))] = {
             "path": b["file"],
             "type": "model",
-            "desc": "DA3-Small depth, every aspect in one file (a signature per aspect), FP16 weights, LiteRT GPU-clean",
+            "desc": f"{presets[b['model']]} at long side {b['tier']}, every aspect in one file (a signature per "
+                    "aspect), FP16 weights, LiteRT GPU-clean",
             "labels": labels + ["bundle"],
-            "meta": {"signatures": {s["signature"]: [1, 3, s["height"], s["width"]] for s in b["signatures"]},
+            "meta": {"bundle": b["bundle"], "model": b["model"], "tier": b["tier"],
+                     "signatures": {s["signature"]: [1, 3, s["height"], s["width"]] for s in b["signatures"]},
                      "precision": b["precision"], "sha256": b["sha256"], "catalog_version": catalog["version"]},
         }
     return section
@@ -149,17 +145,17 @@ def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = F
         raise PublishError(f"{paths.CATALOG} is version {catalog['version']} but params.yaml says {version}; "
                            "run `make farm`")
     for m in catalog["models"]:
-        metrics = json.loads(paths.metrics(m["aspect"]).read_text())
+        metrics = json.loads(paths.metrics(m["cell"]).read_text())
         fidelity = m["fidelity"]
         if not (metrics.get("passed") and m["gpu_lint"]["gpu_clean"]
                 and fidelity["pearson_min"] >= fidelity["gate_min_pearson"]):
-            raise PublishError(f"aspect {m['aspect']} failed its gates: {metrics.get('failures')}")
+            raise PublishError(f"cell {m['cell']} failed its gates: {metrics.get('failures')}")
     for m in shipped_files(catalog).values():
         if fileio.sha256_file(m["file"]) != m["sha256"]:
             raise PublishError(f"{m['file']} does not match its catalogued sha256")
-    unchecked = [m["aspect"] for m in catalog["models"] if not m["gpu"]["checked"]]
+    unchecked = [m["cell"] for m in catalog["models"] if not m["gpu"]["checked"]]
     if unchecked and not allow_unchecked_gpu:
-        raise PublishError(f"aspects {', '.join(unchecked)} were never run on the GPU accelerator "
+        raise PublishError(f"cells {', '.join(unchecked)} were never run on the GPU accelerator "
                            "(validation.gpu: skip); set validation.gpu: required and run `make farm`, or "
                            "publish anyway with --allow-unchecked-gpu (the catalog says they were not checked)")
     check_stress(catalog, allow_stress)
@@ -168,9 +164,11 @@ def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = F
 def check_stress(catalog: dict, allow_stress: bool) -> None:
     """An app team must never ship noise by accident: stress catalogs need --allow-stress."""
     if stress_warning(catalog) and not allow_stress:
-        raise PublishError(f"catalog {catalog['version']} was built from stress weights (checkpoint.source: random, "
-                           f"seed {catalog['checkpoint']['seed']}): its models compute noise, not depth. Set "
-                           "checkpoint.source to hub or local and run `make farm`, or publish it anyway for a dry "
+        stress = ", ".join(f"models.{name}.source: random, seed {s['checkpoint']['seed']}"
+                           for name, s in catalog["sources"].items() if s["checkpoint"]["source"] == "random")
+        raise PublishError(f"catalog {catalog['version']} was built from stress weights ({stress}): its models compute "
+                           "noise, not depth. Set each model's source to hub or local and run `make farm`, or publish "
+                           "it anyway for a dry "
                            "run with --allow-stress (the catalog, the tags, every pull sidecar and `farm select` "
                            "then say STRESS WEIGHTS)")
 
@@ -202,14 +200,12 @@ def planned_tags(catalog: dict, signed: dict | None = None) -> dict[str, str]:
     also says who signed it (`signed`: fingerprint and signature sha256), or that it is unsigned."""
     warning = stress_warning(catalog)
     suffix = f"\n\n{warning}" if warning else ""
-    aspects = ", ".join(f"{m['aspect']} {m['height']}x{m['width']}" for m in catalog["models"])
+    aspects = ", ".join(f"{m['cell']} {m['height']}x{m['width']}" for m in catalog["models"])
     trust = (f"signed by key {signed['key']} (sha256 of its public key PEM); {RELEASE_DIR / SIGNATURE} sha256 "
              f"{signed['signature_sha256']}" if signed else UNSIGNED_LINE)
     tags = {tag_for(catalog["version"]): f"{catalog['name']} {catalog['version']}: {aspects}\n\n{trust}{suffix}"}
-    for m in catalog["models"]:
-        tags[model_tag(catalog, m["aspect"])] = f"{artifact_name(catalog, m['aspect'])}, catalog {catalog['version']}{suffix}"
-    if "bundle" in catalog:
-        tags[model_tag(catalog, BUNDLE)] = f"{artifact_name(catalog, BUNDLE)}, catalog {catalog['version']}{suffix}"
+    for key in shipped(catalog):
+        tags[model_tag(catalog, key)] = f"{artifact_name(catalog, key)}, catalog {catalog['version']}{suffix}"
     return tags
 
 
@@ -344,8 +340,8 @@ def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_
     made = make_tags(catalog, tags)
     tag = tag_for(catalog["version"])
     summary = (f"{'re-pushed' if already and not made else 'published'} {catalog['name']} {catalog['version']} "
-               f"as {tag}: {len(catalog['models'])} model{'s' * (len(catalog['models']) != 1)}"
-               + (" and their bundle" if "bundle" in catalog else ""))
+               f"as {tag}: {len(catalog['models'])} file{'s' * (len(catalog['models']) != 1)} and "
+               f"{len(catalog['bundles'])} bundle{'s' * (len(catalog['bundles']) != 1)}")
     if stress_warning(catalog):
         summary += " (STRESS WEIGHTS: --allow-stress)"
     if not remote and scheme(committed_remote()[1]) == "local":
@@ -372,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-unchecked-gpu", action="store_true",
                         help="publish models whose GPU check was skipped (validation.gpu: skip)")
     parser.add_argument("--allow-stress", action="store_true",
-                        help="publish a catalog built from stress weights (checkpoint.source: random), for dry runs")
+                        help="publish a catalog built from stress weights (a model's source: random), for dry runs")
     parser.add_argument("--unsigned", action="store_true",
                         help="publish without signing (no publisher key): the tag says unsigned, and apps that pin "
                              "a key refuse it")

@@ -22,8 +22,8 @@ from pathlib import Path
 from da3_litert_farm.client.trust import (CATALOG, PROVENANCE, SIGNATURE, Release, TrustError, check_release,
                                           hashing_config, load_key, Trust, write_release_folder)
 from da3_litert_farm.core.errors import FarmError
-from da3_litert_farm.core.aspects import BUNDLE
-from da3_litert_farm.core.releases import artifact_name, tag_for
+from da3_litert_farm.core.releases import tag_for
+from da3_litert_farm.ops.catalog import shipped_files
 
 KEY_ENV = "FARM_SIGNING_KEY"
 DEFAULT_KEY = Path("~/.config/da3-litert-farm/publisher.pem")
@@ -92,16 +92,13 @@ def signing_key(path: Path) -> tuple[Path, str]:
 
 def provenance(catalog: dict, commit: str, params: dict) -> dict:
     """An in-toto Statement v1 with a SLSA provenance v1 predicate: what was built (every shipped file and the
-    bundle, by name and sha256), from what (the code commit, the checkpoint and its weights' sha256, params.yaml)
+    bundle, by name and sha256), from what (the code commit, each model's checkpoint and its weights' sha256,
+    params.yaml)
     and with which tools."""
-    shipped = [(artifact_name(catalog, m["aspect"]), m) for m in catalog["models"]]
-    if "bundle" in catalog:
-        shipped.append((artifact_name(catalog, BUNDLE), catalog["bundle"]))
-    checkpoint = catalog["checkpoint"]
     return {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": name, "digest": {"sha256": m["sha256"]}, "annotations": {"file": m["file"]}}
-                    for name, m in shipped],
+                    for name, m in shipped_files(catalog).items()],
         "predicateType": PREDICATE_TYPE,
         "predicate": {
             "buildDefinition": {
@@ -110,8 +107,8 @@ def provenance(catalog: dict, commit: str, params: dict) -> dict:
                                                                      "version": catalog["version"]}},
                 "resolvedDependencies": [
                     {"name": "code", "digest": {"gitCommit": commit}},
-                    {"name": "checkpoint", "digest": {"sha256": checkpoint["weights_sha256"]},
-                     "annotations": checkpoint},
+                    *({"name": f"checkpoint {model}", "digest": {"sha256": s["checkpoint"]["weights_sha256"]},
+                       "annotations": s["checkpoint"]} for model, s in catalog["sources"].items()),
                 ],
             },
             "runDetails": {

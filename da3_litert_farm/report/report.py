@@ -3,15 +3,15 @@
 Run by the DVC stage in stages/report.py.
 
 Writes artifacts/report/index.html and its PNG images (relative links only: the page opens
-from the file system or any static host, with no script, CDN or server). The bundle: its size
-against the files it replaces and what each aspect adds to it. Per catalogued aspect:
+from the file system or any static host, with no script, CDN or server). Each bundle (a model at a
+tier): its size against the files it replaces and what each aspect adds to it. Per catalogued cell:
 a table row (shape, size, sha256, MACs, CPU and GPU fidelity, stage times), the letterbox
 penalty, and per validation photo the app-preprocessed input, the official depth, the shipped
 model's depth on the GPU accelerator (on the CPU where the GPU check was skipped, labelled so)
 and the relative-error map between the two, each with its scale.
 
-Also writes the headline figures per aspect for DVC: artifacts/summary/<aspect>.json (`dvc
-metrics show|diff`: one row per aspect) and artifacts/plots.json (`dvc plots show|diff`, defined
+Also writes the headline figures per cell for DVC: artifacts/summary/<cell>.json (`dvc
+metrics show|diff`: one row per cell) and artifacts/plots.json (`dvc plots show|diff`, defined
 in dvc.yaml).
 Everything it shows was recorded by an earlier stage; nothing is measured here.
 """
@@ -26,7 +26,7 @@ import numpy as np
 
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import paths
-from da3_litert_farm.core.pipeline import PER_ASPECT_STAGES, stage_seconds
+from da3_litert_farm.core.pipeline import PER_CELL_STAGES, stage_seconds
 from da3_litert_farm.checks.agreement import relative_error
 from da3_litert_farm.model.photo_input import cover_and_center_crop, load_photo
 from da3_litert_farm.report.ladder import Point, ladder_svg
@@ -47,16 +47,16 @@ def read_json(path: Path) -> dict:
         raise ReportError(f"{path} is missing: run `dvc repro` (the report shows what the stages recorded)") from None
 
 
-def aspect_record(model: dict) -> dict:
+def cell_record(model: dict) -> dict:
     """Everything the page and the DVC files show about one catalogued model."""
-    name = model["aspect"]
+    name = model["cell"]
     metrics, gpu = read_json(paths.metrics(name)), read_json(paths.gpu_metrics(name))
     return {"model": model, "metrics": metrics, "gpu": gpu, "macs": read_json(paths.lint_report(name))["macs"],
             "seconds": stage_seconds(name)}
 
 
 def summary(records: list[dict]) -> dict:
-    """A handful of numbers per aspect, in units that stay readable at DVC's 5 decimals."""
+    """A handful of numbers per cell, in units that stay readable at DVC's 5 decimals."""
     out = {}
     for r in records:
         m, gpu, box = r["model"], r["gpu"], r["metrics"]["letterbox"]
@@ -77,13 +77,13 @@ def summary(records: list[dict]) -> dict:
             row["letterbox_pearson"] = box["pearson_min"]
             row["letterbox_mean_rel_error_pct"] = box["mean_rel_error_max"] * 100
             row["letterbox_mac_ratio"] = box["mac_ratio_square_to_native"]
-        out[m["aspect"]] = row
+        out[m["cell"]] = row
     return out
 
 
 def plot_rows(figures: dict) -> list[dict]:
-    """The summary as one row per aspect (DVC plots read a list of records)."""
-    return [{"aspect": aspect, **row} for aspect, row in figures.items()]
+    """The summary as one row per cell (DVC plots read a list of records)."""
+    return [{"cell": cell, **row} for cell, row in figures.items()]
 
 
 def load_maps(path: Path, suffix: str = "") -> dict[str, np.ndarray]:
@@ -96,7 +96,7 @@ def load_maps(path: Path, suffix: str = "") -> dict[str, np.ndarray]:
 
 def render_photos(record: dict, images: Path) -> list[dict]:
     """Write the four pictures of each validation photo into `images`; return what the page says about them."""
-    name, height, width = record["model"]["aspect"], record["model"]["height"], record["model"]["width"]
+    name, height, width = record["model"]["cell"], record["model"]["height"], record["model"]["width"]
     gpu = record["gpu"]
     maps = load_maps(paths.depth_maps(name)) | load_maps(paths.gpu_depth(name), ".gpu")
     rows = []
@@ -164,16 +164,16 @@ def other_modes(gpu: dict) -> str:
 
 
 def models_table(records: list[dict]) -> str:
-    head = ("aspect", "H x W", "MB", "sha256", "GMACs", "CPU ms", "GPU s", "export peak MiB", "CPU 1 - r",
+    head = ("cell", "H x W", "MB", "sha256", "GMACs", "CPU ms", "GPU s", "export peak MiB", "CPU 1 - r",
             "CPU mean rel", "GPU 1 - r", "GPU mean rel",
-            "GPU adapter, precision", "other GPU modes: 1 - r, mean rel", f"seconds: {' / '.join(PER_ASPECT_STAGES)}")
+            "GPU adapter, precision", "other GPU modes: 1 - r, mean rel", f"seconds: {' / '.join(PER_CELL_STAGES)}")
     rows = []
     for r in records:
         m, gpu = r["model"], r["gpu"]
         checked, cost = gpu["checked"], m.get("cost", {})  # cost: absent from a build made before the farm measured it
-        seconds = " / ".join("-" if r["seconds"][s] is None else f"{r['seconds'][s]:.0f}" for s in PER_ASPECT_STAGES)
-        rows.append(f'<tr data-aspect="{esc(m["aspect"])}">' + cells([
-            (m["aspect"], False), (f"{m['height']} x {m['width']}", False), (f"{m['bytes'] / 1e6:.1f}", True),
+        seconds = " / ".join("-" if r["seconds"][s] is None else f"{r['seconds'][s]:.0f}" for s in PER_CELL_STAGES)
+        rows.append(f'<tr data-cell="{esc(m["cell"])}">' + cells([
+            (m["cell"], False), (f"{m['height']} x {m['width']}", False), (f"{m['bytes'] / 1e6:.1f}", True),
             (m["sha256"][:12], False), (f"{r['macs'] / 1e9:.2f}", True), (cpu_ms(r["metrics"]), True),
             (cost.get("gpu_seconds", "-"), True), (cost.get("export_peak_rss_mib", "-"), True),
             (sci(1 - m["fidelity"]["pearson_min"]), True), (sci(m["fidelity"]["mean_rel_error_max"]), True),
@@ -190,7 +190,7 @@ def ladder_section(records: list[dict]) -> str:
     """Each file's GPU fidelity (FP16, the default mode; the CPU's where the GPU check was skipped) against its
     GMAC per inference."""
     on_gpu = all(r["gpu"]["checked"] for r in records)
-    points = [Point(r["model"]["aspect"], r["macs"] / 1e9,
+    points = [Point(r["model"]["cell"], r["macs"] / 1e9,
                     1 - (r["gpu"]["pearson_min"] if on_gpu else r["model"]["fidelity"]["pearson_min"]),
                     f"({r['model']['height']} x {r['model']['width']}, CPU {cpu_ms(r['metrics'])} ms)")
               for r in records]
@@ -199,17 +199,17 @@ def ladder_section(records: list[dict]) -> str:
 
 
 def letterbox_table(records: list[dict]) -> str:
-    head = ("aspect", "native", "square instead", "Pearson (worst photo)", "mean rel error (worst)",
+    head = ("cell", "native", "square instead", "Pearson (worst photo)", "mean rel error (worst)",
             "GMACs native", "GMACs square", "square / native")
     rows = []
     for r in records:
         m, box = r["model"], r["metrics"]["letterbox"]
         if not box:
-            rows.append(f'<tr data-aspect="{esc(m["aspect"])}"><td>{esc(m["aspect"])}</td>'
+            rows.append(f'<tr data-cell="{esc(m["cell"])}"><td>{esc(m["cell"])}</td>'
                         f'<td colspan="7">square already: no letterbox</td></tr>')
             continue
-        rows.append(f'<tr data-aspect="{esc(m["aspect"])}">' + cells([
-            (m["aspect"], False), (f"{m['height']} x {m['width']}", False), (" x ".join(map(str, box["square"])), False),
+        rows.append(f'<tr data-cell="{esc(m["cell"])}">' + cells([
+            (m["cell"], False), (f"{m['height']} x {m['width']}", False), (" x ".join(map(str, box["square"])), False),
             (f"{box['pearson_min']:.4f}", True), (f"{box['mean_rel_error_max']:.3f}", True),
             (f"{box['macs_native'] / 1e9:.1f}", True), (f"{box['macs_square'] / 1e9:.1f}", True),
             (f"{box['mac_ratio_square_to_native']:.2f}x", True)]) + "</tr>")
@@ -218,34 +218,38 @@ def letterbox_table(records: list[dict]) -> str:
 
 
 def bundle_section(catalog: dict) -> str:
-    """The bundle: its size against the files it replaces, and what each aspect adds to it."""
-    bundle = catalog.get("bundle")
-    if bundle is None:
-        return "<p>This catalog has no bundle.</p>"
-    models = {m["aspect"]: m for m in catalog["models"]}
-    rows = "".join(f'<tr data-aspect="{esc(s["aspect"])}">' + cells([
+    """Each bundle (one model at one tier): its size against the files it replaces, and what each aspect adds."""
+    bundles = catalog.get("bundles") or []
+    return "".join(_bundle(b, catalog) for b in bundles) or "<p>This catalog has no bundle.</p>"
+
+
+def _bundle(bundle: dict, catalog: dict) -> str:
+    models = {m["cell"]: m for m in catalog["models"]}
+    rows = "".join(f'<tr data-cell="{esc(s["cell"])}">' + cells([
         (s["signature"], False), (f"{s['height']} x {s['width']}", False),
-        (f"{models[s['aspect']]['bytes'] / 1e6:.1f}", True), (f"{s['own_bytes'] / 1e6:.2f}", True)]) + "</tr>"
+        (f"{models[s['cell']]['bytes'] / 1e6:.1f}", True), (f"{s['own_bytes'] / 1e6:.2f}", True)]) + "</tr>"
         for s in bundle["signatures"])
     load = "; ".join(
         f"{acc.upper()}: load {c['bundle']['seconds']:.1f} s and +{c['bundle']['peak_growth_mib']:.0f} MiB peak "
-        + (f"(signature {c['bundle_one_signature']['aspect']} alone, as LiteRT's C API can prepare it: "
+        + (f"(signature {c['bundle_one_signature']['signature']} alone, as LiteRT's C API can prepare it: "
            f"{c['bundle_one_signature']['seconds']:.1f} s, +{c['bundle_one_signature']['peak_growth_mib']:.0f} MiB; "
            if "bundle_one_signature" in c else "(")
-        + f"one file, {c['single']['aspect']}: {c['single']['seconds']:.1f} s, +{c['single']['peak_growth_mib']:.0f} MiB)"
+        + f"one file, {c['single']['cell']}: {c['single']['seconds']:.1f} s, +{c['single']['peak_growth_mib']:.0f} MiB)"
         for acc, c in bundle["load"].items())
     gpu = bundle["gpu"]
     gpu_text = (f"On the GPU accelerator it loads fully accelerated, and signature {gpu['signature']} returned, bit for "
                 f"bit, what its own file returned ({gpu['photo']})." if gpu["checked"] and gpu.get("bitwise_equal")
                 else f"GPU: {gpu.get('reason', 'not checked')}.")
-    return (f'<p id="bundle-size">One file for every aspect, <code>{esc(bundle["file"])}</code>: '
+    name = bundle["bundle"]
+    return (f'<h3>{esc(name)}</h3><p class="bundle-size" id="bundle-size-{esc(name)}">Model {esc(bundle["model"])} at '
+            f'long side {bundle["tier"]}, every aspect in one file, <code>{esc(bundle["file"])}</code>: '
             f'<b>{bundle["bytes"] / 1e6:.1f} MB</b> instead of {bundle["singles_bytes"] / 1e6:.1f} MB for the '
             f'{len(bundle["signatures"])} files ({bundle["bytes"] / bundle["singles_bytes"]:.2f}x): the FP16 weights '
             f'are stored once. Each signature is its file\'s graph, byte for byte, and its CPU output is bitwise its '
             f'file\'s. {esc(gpu_text)} Loading it whole compiles every signature (LiteRT\'s Python and Kotlin APIs): '
             f'{esc(load)}.</p>'
-            '<table id="bundle"><thead><tr><th>signature</th><th>H x W</th><th>own file, MB</th>'
-            f'<th>adds to the bundle, MB</th></tr></thead><tbody>{rows}</tbody></table>')
+            f'<table class="bundle" id="bundle-{esc(name)}"><thead><tr><th>signature</th><th>H x W</th>'
+            f'<th>own file, MB</th><th>adds to the bundle, MB</th></tr></thead><tbody>{rows}</tbody></table>')
 
 
 def bar(scale: Scale, unit: str = "") -> str:
@@ -280,13 +284,20 @@ def checkpoint_text(checkpoint: dict) -> str:
     return f"{where}; weights sha256 {checkpoint['weights_sha256'][:16]}"
 
 
+def sources_text(catalog: dict) -> str:
+    """Where each model's weights came from."""
+    presets = {m["model"]: m["output"]["model"] for m in catalog["models"]}
+    return "; ".join(f"Model {model} ({presets.get(model, '?')}): {checkpoint_text(s['checkpoint'])}"
+                     for model, s in catalog["sources"].items())
+
+
 def page(catalog: dict, records: list[dict], photo_rows: dict[str, list[dict]]) -> str:
     warning = (f'<div class="warning" role="alert" id="warning">{esc(catalog["warning"])}</div>'
                if catalog.get("warning") else "")
     sections = "".join(
-        f'<section class="aspect" id="aspect-{esc(r["model"]["aspect"])}"><h3>{esc(r["model"]["aspect"])}: '
+        f'<section class="cell" id="cell-{esc(r["model"]["cell"])}"><h3>{esc(r["model"]["cell"])}: '
         f'{r["model"]["height"]} x {r["model"]["width"]}</h3>'
-        + "".join(photo_block(r["model"]["aspect"], row) for row in photo_rows[r["model"]["aspect"]]) + "</section>"
+        + "".join(photo_block(r["model"]["cell"], row) for row in photo_rows[r["model"]["cell"]]) + "</section>"
         for r in records)
     tools = ", ".join(f"{k} {v}" for k, v in catalog["tools"].items())
     adapters = ", ".join(sorted({m["gpu"]["adapter"] for m in catalog["models"] if m["gpu"]["checked"]})) or "none (skipped)"
@@ -295,11 +306,11 @@ def page(catalog: dict, records: list[dict], photo_rows: dict[str, list[dict]]) 
 <title>{esc(catalog['name'])} {esc(catalog['version'])}: report</title><link rel="icon" href="data:,">
 <style>{STYLE}</style></head><body>
 <h1>{esc(catalog['name'])} <span id="version">{esc(catalog['version'])}</span></h1>
-<p>Catalog built {esc(catalog['created'])}. Checkpoint: {esc(checkpoint_text(catalog['checkpoint']))}.<br>
+<p>Catalog built {esc(catalog['created'])}. {esc(sources_text(catalog))}.<br>
 <small>{esc(tools)}</small></p>
 {warning}
 <h2>Models</h2>
-<p>One FP16-weight .tflite per aspect. 1 - r is one minus the Pearson correlation with the official FP32 model and
+<p>One FP16-weight .tflite per cell (model, tier, aspect: MODEL-TIER-ASPECT). 1 - r is one minus the Pearson correlation with the official FP32 model and
 the mean relative error is per pixel, both on the worst validation photo. GMACs: multiply-accumulates per inference,
 counted from the .tflite graph. Stage times are this build's wall-clock seconds. The GPU adapter in full:
 {esc(adapters)}.</p>
@@ -308,7 +319,7 @@ counted from the .tflite graph. Stage times are this build's wall-clock seconds.
 <p>Each file's worst-photo 1 - r against what one inference costs: a cheaper file (a lower long side) sits to the
 left; hover a point for its shape and CPU milliseconds.</p>
 {ladder_section(records)}
-<h2>The bundle: every aspect in one file</h2>
+<h2>Bundles: each model and tier in one file</h2>
 {bundle_section(catalog)}
 <h2>Letterbox penalty: one square model instead</h2>
 <p>The official model at each aspect's own shape, against the same model run on the same photo letterboxed into a
@@ -325,8 +336,8 @@ the error map runs from no error (black) to the photo's largest error.</p>
 
 def build(catalog: dict, images: Path) -> tuple[str, dict]:
     """Write the images into `images` (a fresh folder); return the page and the DVC summary."""
-    records = [aspect_record(m) for m in catalog["models"]]
-    photo_rows = {r["model"]["aspect"]: render_photos(r, images) for r in records}
+    records = [cell_record(m) for m in catalog["models"]]
+    photo_rows = {r["model"]["cell"]: render_photos(r, images) for r in records}
     for colors in {row["depth"].colors for rows in photo_rows.values() for row in rows} | {ERROR_COLORS}:
         write_png(images / f"scale-{colors}.png", scale_bar(colors))
     return page(catalog, records, photo_rows), summary(records)

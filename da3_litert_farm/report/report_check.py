@@ -4,7 +4,7 @@
 
 Loads artifacts/report/index.html from the file system (no server, no network) and fails
 unless: the browser logged no error, every image decoded (naturalWidth > 0), the models and
-letterbox tables list exactly the catalogued aspects, and the stress warning shows exactly
+letterbox tables list exactly the catalogued cells, and the stress warning shows exactly
 when the catalog carries one. Then saves a full-page screenshot to artifacts/report/screenshot.png.
 """
 
@@ -28,8 +28,8 @@ PAGE_STATE = """
 return {
   ready: document.readyState,
   images: [...document.images].map(i => ({src: i.getAttribute('src'), complete: i.complete, width: i.naturalWidth})),
-  models: [...document.querySelectorAll('#models tbody tr')].map(r => r.dataset.aspect),
-  letterbox: [...document.querySelectorAll('#letterbox tbody tr')].map(r => r.dataset.aspect),
+  models: [...document.querySelectorAll('#models tbody tr')].map(r => r.dataset.cell),
+  letterbox: [...document.querySelectorAll('#letterbox tbody tr')].map(r => r.dataset.cell),
   warning: document.getElementById('warning') ? document.getElementById('warning').textContent : null,
   height: document.documentElement.scrollHeight,
 };
@@ -67,7 +67,7 @@ def check_report(page: Path, catalog: dict, screenshot: Path | None) -> tuple[li
             logged = driver.get_log("browser")
             problems = [f"console {e['level']}: {e['message']}" for e in logged if e["level"] in ("SEVERE", "ERROR")]
             problems += [f"image {i['src']} did not decode (naturalWidth 0)" for i in state["images"] if not i["width"]]
-            expected = [m["aspect"] for m in catalog["models"]]
+            expected = [m["cell"] for m in catalog["models"]]
             for table in ("models", "letterbox"):
                 if state[table] != expected:
                     problems.append(f"the {table} table lists {state[table]}, the catalog {expected}")
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         return 1
     print(f"report_check: {args.page} loads in headless Chromium with no console error; {len(state['images'])} "
-          f"images decoded; {len(state['models'])} aspects listed; screenshot -> {args.screenshot}")
+          f"images decoded; {len(state['models'])} cells listed; screenshot -> {args.screenshot}")
     return 0
 
 

@@ -276,10 +276,10 @@ def weights_name(checkpoint: dict) -> str:
 
 def catalog_weights(catalog: dict) -> str:
     """Which weights each model of a catalog was built from."""
-    sources = catalog["sources"]
-    if len(sources) == 1:
-        return weights_name(next(iter(sources.values()))["checkpoint"])
-    return "; ".join(f"{model}: {weights_name(s['checkpoint'])}" for model, s in sources.items())
+    names = {model: weights_name(s["checkpoint"]) for model, s in catalog["sources"].items()}
+    if len(set(names.values())) == 1:  # one kind for all, said once
+        return next(iter(names.values())) + (f" (models {', '.join(names)})" if len(names) > 1 else "")
+    return "; ".join(f"{model}: {name}" for model, name in names.items())
 
 
 def record_catalog(path: Path, commit: str, command: str, *, folder: Path = FIGURES, name: str = "catalog",

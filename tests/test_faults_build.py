@@ -22,10 +22,11 @@ from pathlib import Path
 import yaml
 
 from da3_litert_farm.core.fileio import sha256_file
-from tests.fault_farm import copy_farm, md5_file, rng, trials
-from tests.farm_repo import Farm, ran_stages, restored_stages
+from tests.fault_farm import TIER, copy_farm, md5_file, rng, trials
+from tests.farm_repo import MODEL, Farm, ran_stages, restored_stages
 
 ASPECT = "9x16"
+CELL, BUNDLE = f"{MODEL}-{TIER}-{ASPECT}", f"{MODEL}-{TIER}"  # the one cell the builds under test hold
 # What `make farm` runs (without JOBS).
 BUILD = ("-m", "da3_litert_farm.ops.farm_lock", sys.executable, "-m", "da3_litert_farm.ops.atomic_dvc", "repro")
 # Fields that differ between two uninterrupted builds of the same inputs: wall-clock times and memory
@@ -122,12 +123,12 @@ def masked(doc):
 
 
 def build_state(farm: Farm) -> dict[str, object]:
-    """Every file under artifacts/models/ and artifacts/bundle/, and catalog.json: sha256, or for JSON the document
+    """Every file under artifacts/models/ and artifacts/bundles/, and catalog.json: sha256, or for JSON the document
     less VARIES; and dvc.lock, whose md5 of a JSON file, a folder (which holds JSON files) or the report page (which
     shows the stage times) is dropped."""
     art = farm.root / "artifacts"
     state = {}
-    for path in sorted([*(art / "models").rglob("*"), *(art / "bundle").rglob("*"), art / "catalog.json"]):
+    for path in sorted([*(art / "models").rglob("*"), *(art / "bundles").rglob("*"), art / "catalog.json"]):
         if path.is_file():
             key = str(path.relative_to(farm.root))
             state[key] = masked(json.loads(path.read_text())) if path.suffix == ".json" else sha256_file(path)
@@ -163,7 +164,7 @@ def differences(a: dict, b: dict) -> list[str]:
 def test_build_killed_in_a_stage_resumes_there_with_the_same_bytes(fault_template, tmp_path, fault_log):
     """SIGKILL the build at a random point inside a stage; the rerun, with no cleanup, starts at that stage
     (every stage before it stays built) and the last rerun ends byte-identical to an uninterrupted build."""
-    targets = [f"export@{ASPECT}", f"gpu@{ASPECT}"] * LONG + ["bundle", "catalog"]
+    targets = [f"export@{CELL}", f"gpu@{CELL}"] * LONG + [f"bundle@{BUNDLE}", "catalog"]
     chains = 2 if LONG else 1  # each chain is four builds with the GPU check on: minutes each
     pre = pre_build(fault_template, tmp_path / "pre", long=LONG)
     reference = Build(copy_farm(pre, tmp_path / "reference"))

@@ -199,8 +199,8 @@ def test_pull_by_camera_from_a_clone(app_clone, tmp_path, camera, aspect, shape)
     app, env = app_clone
     target = tmp_path / "assets"
     out = farm_cli("pull", "--allow-stress", "--allow-unsigned", "--repo", app, "--version", "0.1.0", "--camera", camera, "--out", target, env=env, cwd=tmp_path)
-    assert f"-> {aspect} " in out
-    model = target / f"da3-small-litert-{aspect}-{shape[0]}x{shape[1]}-fp16.tflite"
+    assert f"-> small-112-{aspect} " in out
+    model = target / f"da3-small-litert-small-112-{aspect}-{shape[0]}x{shape[1]}-fp16.tflite"
     side = json.loads((target / f"{model.name}.json").read_text())
     assert side["sha256"] == sha256_file(model)
     assert side["input"]["shape"] == [1, 3, *shape] and side["input"]["layout"] == "NCHW"
@@ -399,7 +399,7 @@ def test_publish_is_all_or_nothing_at_each_failure_point(published):
     farm.git("commit", "-qm", "catalog 0.3.0")
     publish = [sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW]
     expected = {"refs/tags/catalog/v0.3.0", "refs/tags/da3-small-litert-small-112-bundle@v0.3.0"} | {
-        f"refs/tags/da3-small-litert-{a}@v0.3.0" for a in TINY}
+        f"refs/tags/da3-small-litert-small-112-{a}@v0.3.0" for a in TINY}
 
     # 1. The DVC remote cannot be written: nothing is tagged anywhere.
     (root / "blocker").write_text("a file where the remote's folder should be")

@@ -51,3 +51,29 @@ def test_the_module_runs_dvcs_command_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "da3_litert_farm.ops.atomic_dvc", "version"], cwd=tmp_path,
                          capture_output=True, text=True, check=True).stdout
     assert "DVC version: 3." in out
+
+
+def test_a_failed_rwlock_write_keeps_the_old_rwlock_whole(tmp_path, monkeypatch):
+    """DVC rewrites .dvc/tmp/rwlock in place as stages take and free locks; killed in that write, it was left empty
+    and every later DVC command refused the repository. Through atomic_dvc a failed write keeps the old file."""
+    import json
+
+    from dvc import rwlock
+    from dvc.fs import LocalFileSystem
+
+    from da3_litert_farm.ops import atomic_dvc
+
+    atomic_dvc.install()
+    old = {"read": {}, "write": {"out": {"pid": 1, "cmd": "dvc repro"}}}
+    (tmp_path / "rwlock").write_text(json.dumps(old))
+
+    def dump_then_die(lock, fobj):
+        fobj.write('{"read": {')  # half a document, then the process dies
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rwlock.json, "dump", dump_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        with rwlock._edit_rwlock(str(tmp_path), LocalFileSystem(), False) as lock:
+            lock["write"].clear()
+    assert json.loads((tmp_path / "rwlock").read_text()) == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rwlock", "rwlock.lock"]  # no temporary left

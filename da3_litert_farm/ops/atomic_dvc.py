@@ -1,16 +1,17 @@
 """DVC with atomic file writes: `python -m da3_litert_farm.ops.atomic_dvc ARGS` is `dvc ARGS`, except that
-dvc.lock, dvc.yaml and the other files DVC serializes are written to a temporary file and renamed over the
+dvc.lock, dvc.yaml, the other files DVC serializes and its rwlock are written to a temporary file and renamed over the
 old one, as da3_litert_farm.core.fileio writes every file of the farm.
 
 Why: DVC (3.67) rewrites dvc.lock in place after every stage (dvc/utils/serialize/_common.py `_dump_data`
 opens it "w+", which empties it, then writes). A build killed in that moment (SIGKILL, a power cut, the
 fault suite) leaves dvc.lock empty or cut short, and no rerun can read it: "'./dvc.lock' validation failed".
-`make farm`, the parallel build and the bundle stage's lock pruning go through here; a bare `dvc repro`
+`make farm`, the parallel build and the catalog stage's lock pruning go through here; a bare `dvc repro`
 keeps DVC's own writes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from da3_litert_farm.core import fileio
@@ -37,7 +38,40 @@ def install() -> None:
     # Each serializer imported the function by name; _modify_data looks it up in _common.
     for module in (_common, _json, _py, _toml, _yaml):
         module._dump_data = dump_data
+    _atomic_rwlock()
     _installed = True
+
+
+def _atomic_rwlock() -> None:
+    """DVC's .dvc/tmp/rwlock, which it rewrites in place as each stage takes and frees its locks: a build killed
+    in that moment left it empty, and every later DVC command refused ("Unable to read RWLock-file"; found by
+    the fault suite's kills, stop 36). Its writes go through a temporary file too."""
+    from dvc import rwlock
+
+    in_place = rwlock._edit_rwlock
+
+    class AtomicWrites:
+        def __init__(self, fs):
+            self._fs = fs
+
+        def __getattr__(self, name):
+            return getattr(self._fs, name)
+
+        def open(self, path, mode="r", **kwargs):
+            return _written_atomically(path, kwargs.get("encoding")) if "w" in mode else \
+                self._fs.open(path, mode, **kwargs)
+
+    def edit_rwlock(lock_dir, fs, hardlink):
+        local = getattr(fs, "protocol", None) == "local"
+        return in_place(lock_dir, AtomicWrites(fs) if local else fs, hardlink)
+
+    rwlock._edit_rwlock = edit_rwlock
+
+
+@contextlib.contextmanager
+def _written_atomically(path, encoding):
+    with fileio.atomic_path(path) as tmp, open(tmp, "w", encoding=encoding) as fd:
+        yield fd
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,8 @@ from referencing.jsonschema import DRAFT202012
 
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
-from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, AspectError, plan_aspect
+from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, Aspect, AspectError, \
+    plan_aspect
 from da3_litert_farm.core.cells import MAX_MODEL_NAME, MODEL_NAME, Cell
 from da3_litert_farm.core.gpu_modes import APP_MODES, DEFAULT_MODE
 from da3_litert_farm.core.models import DEFAULT_PRESET, NOT_CONVERTED, OUTPUTS, PRESETS, Preset
@@ -374,27 +375,28 @@ def _allowed(schema: dict) -> str | None:
 # --- what a schema cannot say ---
 
 def _cells(models: dict[str, CheckpointParams], tiers: tuple[int, ...], raw_aspects: dict) -> dict[str, Cell]:
-    """Every model x tier x aspect, each aspect planned at the tier's long side; each shape built once per model."""
-    cells: dict[str, Cell] = {}
-    for tier in tiers:
-        by_shape: dict[tuple[int, int], str] = {}
-        for name, entry in raw_aspects.items():
-            aspect = plan_aspect(name, entry, tier)
-            if "ratio" not in entry and (len(tiers) > 1 or aspect.long_side != tier):
-                raise ParamsError(f"aspects.{name}: height and width fix one shape ({aspect.shape}), which "
-                                  f"tiers {list(tiers)} would each build: give it a ratio, or set tiers: "
-                                  f"[{aspect.long_side}] alone")
-            key = (aspect.height, aspect.width)
-            if key in by_shape:
-                raise ParamsError(f"aspects.{name} and aspects.{by_shape[key]} both give {aspect.shape} (HxW) at "
-                                  f"tier {tier}: each shape is built once; remove one or change its ratio/size")
-            by_shape[key] = name
-            for model, checkpoint in models.items():
-                cell = Cell(model, checkpoint.preset, tier, aspect)
-                cells[cell.name] = cell
-    return {c.name: c for c in sorted(cells.values(), key=lambda c: (list(models).index(c.model),
-                                                                     tiers.index(c.tier),
-                                                                     list(raw_aspects).index(c.aspect.name)))}
+    """Every model x tier x aspect (models outermost, then params.yaml's order), each aspect planned at the tier's
+    long side; each shape built once per model."""
+    planned = {tier: _aspects_at(tier, tiers, raw_aspects) for tier in tiers}
+    cells = [Cell(model, checkpoint.preset, tier, aspect)
+             for model, checkpoint in models.items() for tier in tiers for aspect in planned[tier]]
+    return {c.name: c for c in cells}
+
+
+def _aspects_at(tier: int, tiers: tuple[int, ...], raw_aspects: dict) -> list[Aspect]:
+    aspects, by_shape = [], {}
+    for name, entry in raw_aspects.items():
+        aspect = plan_aspect(name, entry, tier)
+        if "ratio" not in entry and (len(tiers) > 1 or aspect.long_side != tier):
+            raise ParamsError(f"aspects.{name}: height and width fix one shape ({aspect.shape}), which "
+                              f"tiers {list(tiers)} would each build: give it a ratio, or set tiers: "
+                              f"[{aspect.long_side}] alone")
+        if aspect.shape in by_shape:
+            raise ParamsError(f"aspects.{name} and aspects.{by_shape[aspect.shape]} both give {aspect.shape} (HxW) at "
+                              f"tier {tier}: each shape is built once; remove one or change its ratio/size")
+        by_shape[aspect.shape] = name
+        aspects.append(aspect)
+    return aspects
 
 
 def _checkpoint(model: str, c: dict, base_dir: Path, check_files: bool = True) -> CheckpointParams:

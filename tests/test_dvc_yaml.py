@@ -212,6 +212,24 @@ def test_stage_params_name_real_keys():
         value_of("validation.gpu_min_pearsn")  # a misspelt key is caught, not walked past
 
 
+def test_every_key_a_stage_tracks_is_required_so_the_params_check_refuses_its_absence():
+    """DVC stops at the first stage whose tracked key params.yaml lacks, which can be hours into a build (an
+    optional validation.gpu_mode_gates stopped a 12-cell farm at its first GPU stage): each must be required by
+    params.schema.json, which the params stage checks before anything is built."""
+    schema = params_module.load_schema()
+    tracked = {key for stage in dvc_stages().values() for key in stage.get("params", [])}
+    checked = 0
+    for key in tracked:
+        node = schema
+        for part in key.split("."):
+            if part.startswith("${"):  # a matrix item: the params check makes each from params.yaml's own keys
+                break
+            assert part in node.get("required", []), f"dvc.yaml tracks {key}, which params.schema.json does not require"
+            node = node["properties"][part]
+            checked += 1
+    assert checked >= len(tracked) > 10
+
+
 def test_dvc_metrics_and_plots_read_only_the_summary():
     """Every figure stays in the per-aspect JSON; `dvc metrics diff` shows only the headline ones."""
     s = dvc_stages()

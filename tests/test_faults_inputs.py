@@ -94,11 +94,12 @@ KINDS = {"models": "dict", "models.small": "dict", "models.small.source": "enum:
          "catalog.version": "str", **{f: "num" for f in FRACTIONS}}
 REQUIRED = ["models", "tiers", "max_tensor_mib", "aspects", "validation", "catalog", "models.small.source",
             "validation.min_pearson", "validation.max_mean_rel", "validation.gpu", "validation.gpu_min_pearson",
-            "validation.gpu_max_mean_rel", "catalog.name", "catalog.version"]
+            "validation.gpu_max_mean_rel", "validation.photos", "validation.gpu_photos", "validation.gpu_modes",
+            "validation.gpu_mode_gates", "catalog.name", "catalog.version"]
 MAPPINGS = {"": ["models", "tiers", "max_tensor_mib", "aspects", "validation", "catalog"],
             "models.small": ["source", "preset", "repo", "revision", "path", "seed", "outliers"],
             "validation": ["min_pearson", "max_mean_rel", "gpu", "gpu_min_pearson", "gpu_max_mean_rel", "photos",
-                           "gpu_photos"],
+                           "gpu_photos", "gpu_modes", "gpu_mode_gates"],
             "catalog": ["name", "version"], "aspects.9x16": ["ratio", "height", "width"]}
 
 any_value = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),

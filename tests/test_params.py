@@ -21,7 +21,8 @@ VALID = {
     "max_tensor_mib": 128,
     "aspects": {"9x16": {"ratio": "9:16"}, "3x4": {"ratio": "3:4"}},
     "validation": {"min_pearson": 0.99999, "max_mean_rel": 0.003, "gpu": "required", "gpu_min_pearson": 0.998,
-                   "gpu_max_mean_rel": 0.03},
+                   "gpu_max_mean_rel": 0.03, "photos": ["motorcycle_left", "astronaut", "coffee"],
+                   "gpu_photos": ["coffee"], "gpu_modes": ["fp16"], "gpu_mode_gates": {}},
     "catalog": {"name": "da3-small-litert", "version": "0.1.0"},
 }
 
@@ -66,8 +67,9 @@ def test_a_square_896_aspect_fits_by_chunking_attention():
 def test_valid_document():
     params = parse_params(VALID)
     assert params.cell("small-896-3x4").shape.width == 672
-    assert params.validation.photos == ("motorcycle_left", "astronaut", "coffee", "rocket", "chelsea")  # all: the default
-    assert params.validation.gpu_photos == params.validation.photos  # the GPU too, unless told fewer
+    assert params.validation.photos == ("motorcycle_left", "astronaut", "coffee")
+    assert params.validation.gpu_photos == ("coffee",) and params.validation.gpu_modes == ("fp16",)
+    assert params.validation.gpu_mode_gates == ()
 
 
 def test_gpu_photos_are_a_chosen_subset_of_the_photos():
@@ -135,6 +137,8 @@ def test_a_gpu_mode_has_its_own_gates_where_set_and_the_gpu_gates_elsewhere():
         (edited(validation__gpu_photos=["coffee", "coffee"]), "validation.gpu_photos: ['coffee', 'coffee'] must be"),
         (edited(validation__gpu_photos=["lena"]), "validation.gpu_photos[0]: 'lena' is not one of"),
         (edited(validation__gpu=DELETE), "validation: missing key(s) ['gpu']"),
+        # DVC tracks it (gpu@CELL's params) and would stop at the first GPU stage, after every conversion.
+        (edited(validation__gpu_mode_gates=DELETE), "validation: missing key(s) ['gpu_mode_gates']"),
         (edited(validation__max_mean_rel=0), "validation.max_mean_rel: 0 must be a number in (0, 1]"),
         (edited(validation__gpu_min_pearson="high"), "validation.gpu_min_pearson: 'high' must be a number"),
         (edited(max_tensor_mib=0.5), "max_tensor_mib: 0.5 must be an integer in [16, 4096]"),

@@ -67,8 +67,8 @@ class ValidationParams:
     gpu_max_mean_rel: float
     photos: tuple[str, ...]
     gpu_photos: tuple[str, ...]  # a subset of photos: the GPU stage compares against validate's maps
-    gpu_modes: tuple[str, ...] = (DEFAULT_MODE,)  # core.gpu_modes: the GPU check runs the file in each, each gated
-    gpu_mode_gates: tuple[tuple[str, float, float], ...] = ()  # (mode, min_pearson, max_mean_rel) where not the above
+    gpu_modes: tuple[str, ...]  # core.gpu_modes: the GPU check runs the file in each, each gated
+    gpu_mode_gates: tuple[tuple[str, float, float], ...]  # (mode, min_pearson, max_mean_rel) where not the above
 
     def gpu_gates(self, mode: str) -> tuple[float, float, tuple[str, str]]:
         """(min Pearson, max mean relative error, the params keys that set them) of a GPU mode."""
@@ -198,12 +198,11 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
         raise ParamsError(str(exc)) from None
     _check_tensor_plan(raw["max_tensor_mib"], cells)
     v, c = raw["validation"], raw["catalog"]
-    photos = tuple(v.get("photos", PHOTOS))
-    gpu_photos = tuple(v.get("gpu_photos", photos))
+    photos, gpu_photos = tuple(v["photos"]), tuple(v["gpu_photos"])
     if missing := [p for p in gpu_photos if p not in photos]:
         raise ParamsError(f"validation.gpu_photos: {missing} not in validation.photos {list(photos)}: the GPU stage "
                           f"compares with the official depth maps validate@ASPECT saves for validation.photos")
-    gpu_modes, mode_gates = tuple(v.get("gpu_modes", (DEFAULT_MODE,))), v.get("gpu_mode_gates", {})
+    gpu_modes, mode_gates = tuple(v["gpu_modes"]), v["gpu_mode_gates"]
     if unchecked := [m for m in mode_gates if m not in gpu_modes]:
         raise ParamsError(f"validation.gpu_mode_gates: {unchecked} not in validation.gpu_modes {list(gpu_modes)}: "
                           f"gates of a mode the GPU check does not run would never apply")

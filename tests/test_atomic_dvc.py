@@ -77,3 +77,32 @@ def test_a_failed_rwlock_write_keeps_the_old_rwlock_whole(tmp_path, monkeypatch)
             lock["write"].clear()
     assert json.loads((tmp_path / "rwlock").read_text()) == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rwlock", "rwlock.lock"]  # no temporary left
+
+
+def _repro_with_a_failing_second_stage(folder, dvc: list[str]) -> tuple[bool, bool]:
+    """A git+DVC repository whose first stage writes made.txt and whose second fails. Returns (git lists
+    made.txt as untracked, .gitignore ignores it) after `dvc repro`."""
+    folder.mkdir()
+    run = dict(cwd=folder, check=True, capture_output=True, text=True)
+    subprocess.run(["git", "init", "-q"], **run)
+    subprocess.run([*dvc, "init", "-q"], **run)
+    (folder / "dvc.yaml").write_text(
+        "stages:\n"
+        "  make:\n    cmd: echo built > made.txt\n    outs: [made.txt]\n"
+        "  fail:\n    cmd: exit 1\n    deps: [made.txt]\n    outs: [never.txt]\n")
+    failed = subprocess.run([*dvc, "repro"], cwd=folder, capture_output=True, text=True)
+    assert failed.returncode != 0, failed.stdout + failed.stderr
+    assert (folder / "made.txt").read_text() == "built\n"  # the first stage finished and stays built
+    untracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], **run).stdout.split("\n")
+    gitignore = folder / ".gitignore"
+    return "?? made.txt" in untracked, gitignore.exists() and "/made.txt" in gitignore.read_text().split("\n")
+
+
+def test_a_failed_repro_keeps_the_gitignore_entries_of_the_stages_that_finished(tmp_path):
+    """DVC alone takes back every .gitignore entry of a repro that failed, so a finished stage's output shows as
+    untracked and `git add -A` would commit it; through atomic_dvc the entry stays."""
+    dvc_alone = [sys.executable, "-m", "dvc"]
+    atomic = [sys.executable, "-m", "da3_litert_farm.ops.atomic_dvc"]
+    seen = {"dvc": _repro_with_a_failing_second_stage(tmp_path / "dvc", dvc_alone),
+            "atomic_dvc": _repro_with_a_failing_second_stage(tmp_path / "atomic", atomic)}
+    assert seen == {"dvc": (True, False), "atomic_dvc": (False, True)}

@@ -6,12 +6,13 @@ Why: DVC (3.67) rewrites dvc.lock in place after every stage (dvc/utils/serializ
 opens it "w+", which empties it, then writes). A build killed in that moment (SIGKILL, a power cut, the
 fault suite) leaves dvc.lock empty or cut short, and no rerun can read it: "'./dvc.lock' validation failed".
 `make farm`, the parallel build and the catalog stage's lock pruning go through here; a bare `dvc repro`
-keeps DVC's own writes.
+keeps DVC's own writes (and its .gitignore rollback, below).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from da3_litert_farm.core import fileio
@@ -39,6 +40,7 @@ def install() -> None:
     for module in (_common, _json, _py, _toml, _yaml):
         module._dump_data = dump_data
     _atomic_rwlock()
+    _keep_ignores_of_saved_outputs()
     _installed = True
 
 
@@ -66,6 +68,28 @@ def _atomic_rwlock() -> None:
         return in_place(lock_dir, AtomicWrites(fs) if local else fs, hardlink)
 
     rwlock._edit_rwlock = edit_rwlock
+
+
+def _keep_ignores_of_saved_outputs() -> None:
+    """When any stage of a `dvc repro` fails, DVC (3.67, dvc/repo/scm_context.py) takes back every .gitignore
+    entry the command added, the finished stages' too, though their outputs stay on disk and in dvc.lock. Git
+    then lists gigabytes of built files as untracked, and `git add -A` commits them (found by the must-show
+    farm's failed first repro, stop 37). DVC adds an entry only once an output is saved, so here an entry
+    whose output exists is kept; the rest are rolled back as before."""
+    from dvc.repo.scm_context import SCMContext
+
+    rolling_back = SCMContext.__call__
+
+    @contextlib.contextmanager
+    def call(self, *args, **kwargs):
+        with rolling_back(self, *args, **kwargs) as context:
+            try:
+                yield context
+            except Exception:
+                self.ignored_paths = [path for path in self.ignored_paths if not os.path.exists(path)]
+                raise
+
+    SCMContext.__call__ = call
 
 
 @contextlib.contextmanager

@@ -3,8 +3,8 @@
 A stress checkpoint is written in the Hub layout under checkpoints/ (`source: local`), and
 the farm builds one model at one tier over two small aspects. The tests below then edit
 params.yaml the way a user would and check what DVC reruns. They share one farm and run in file
-order; each leaves the farm as the next one expects (two aspects a and b, plus c from the second
-test on).
+order; each leaves the farm as the next one expects (two aspects a and b at one tier, plus c once
+`test_adding_an_aspect_builds_only_that_aspect` has run). The tier test runs before c is added: two cells, not three.
 """
 
 from __future__ import annotations
@@ -228,6 +228,34 @@ def test_schema_rejects_a_broken_catalog(farm):
         validate_catalog(broken)
 
 
+def test_adding_a_tier_builds_only_its_cells_and_bundle_and_removing_it_prunes_them(farm):
+    before = {cell(a): farm.file_hashes(cell(a)) for a in ("a", "b")}
+    doc = farm.params
+    doc["tiers"] = [SMALL_TIER, 112]
+    farm.set_params(doc)
+    ran, output = farm.repro()
+    low = f"bundle@{MODEL}-112"
+    assert ran == {"params", low, "catalog", "report"} | chain("a", "b", tier=112), output
+    catalog = farm.catalog()
+    assert {(m["cell"], m["height"], m["width"]) for m in catalog["models"] if m["tier"] == 112} == {
+        (cell("a", 112), 70, 112), (cell("b", 112), 112, 70)}  # 63 rounds up to 70
+    assert [m["tier"] for m in catalog["models"]] == [SMALL_TIER] * 2 + [112] * 2  # tiers in params.yaml's order
+    assert [(b["bundle"], [s["signature"] for s in b["signatures"]]) for b in catalog["bundles"]] == [
+        (f"{MODEL}-{SMALL_TIER}", ["a", "b"]), (f"{MODEL}-112", ["a", "b"])]  # signatures in name order
+    assert {c: farm.file_hashes(c) for c in before} == before
+    ran, output = farm.repro()
+    assert ran == set(), output
+    doc["tiers"] = [SMALL_TIER]
+    farm.set_params(doc)
+    ran, output = farm.repro()
+    assert ran == {"params", "catalog", "report"}, output
+    assert f"removed {(paths.MODELS / MODEL / '112').as_posix()} (tier no longer in params.yaml)" in output
+    assert not (farm.root / paths.bundle_dir(f"{MODEL}-112")).exists()
+    lock = yaml.safe_load((farm.root / "dvc.lock").read_text())["stages"]
+    assert not [name for name in lock if f"@{MODEL}-112" in name]
+    assert [b["bundle"] for b in farm.catalog()["bundles"]] == [f"{MODEL}-{SMALL_TIER}"]
+
+
 def test_adding_an_aspect_builds_only_that_aspect(farm):
     farm.git("add", "-A")  # summary/ and plots.json are in git: `dvc metrics|plots diff` compare commits
     farm.git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "aspects a and b")
@@ -362,31 +390,3 @@ def test_removed_aspect_vanishes_from_catalog_and_disk_and_comes_back_from_the_r
     assert [s["signature"] for s in farm.catalog()["bundles"][0]["signatures"]] == ["a", "b", "c"]  # name order
     assert farm.file_hashes(cell("b")) == b_files
     assert sorted(m["aspect"] for m in farm.catalog()["models"]) == ["a", "b", "c"]
-
-
-def test_adding_a_tier_builds_only_its_cells_and_bundle_and_removing_it_prunes_them(farm):
-    before = {cell(a): farm.file_hashes(cell(a)) for a in ("a", "b", "c")}
-    doc = farm.params
-    doc["tiers"] = [SMALL_TIER, 112]
-    farm.set_params(doc)
-    ran, output = farm.repro()
-    low = f"bundle@{MODEL}-112"
-    assert ran == {"params", low, "catalog", "report"} | chain("a", "b", "c", tier=112), output
-    catalog = farm.catalog()
-    assert {(m["cell"], m["height"], m["width"]) for m in catalog["models"] if m["tier"] == 112} == {
-        (cell("a", 112), 70, 112), (cell("b", 112), 112, 70), (cell("c", 112), 56, 112)}  # 63 rounds up to 70
-    assert [m["tier"] for m in catalog["models"]] == [SMALL_TIER] * 3 + [112] * 3  # tiers in params.yaml's order
-    assert [(b["bundle"], [s["signature"] for s in b["signatures"]]) for b in catalog["bundles"]] == [
-        (f"{MODEL}-{SMALL_TIER}", ["a", "b", "c"]), (f"{MODEL}-112", ["a", "b", "c"])]  # signatures in name order
-    assert {c: farm.file_hashes(c) for c in before} == before
-    ran, output = farm.repro()
-    assert ran == set(), output
-    doc["tiers"] = [SMALL_TIER]
-    farm.set_params(doc)
-    ran, output = farm.repro()
-    assert ran == {"params", "catalog", "report"}, output
-    assert f"removed {(paths.MODELS / MODEL / '112').as_posix()} (tier no longer in params.yaml)" in output
-    assert not (farm.root / paths.bundle_dir(f"{MODEL}-112")).exists()
-    lock = yaml.safe_load((farm.root / "dvc.lock").read_text())["stages"]
-    assert not [name for name in lock if f"@{MODEL}-112" in name]
-    assert [b["bundle"] for b in farm.catalog()["bundles"]] == [f"{MODEL}-{SMALL_TIER}"]

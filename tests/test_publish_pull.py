@@ -154,6 +154,20 @@ def test_publish_refusals(published):
     assert "working tree is dirty" in run(sys.executable, "-m", "da3_litert_farm.ops.publish", cwd=farm.root, env=farm.env, ok=False)
     (farm.root / "notes.txt").unlink()
 
+    # A catalog that an ignore rule hides from git: `git status` is clean, but the tags would lack it.
+    exclude = farm.root / ".git/info/exclude"
+    rules = exclude.read_text()
+    exclude.write_text(rules + "artifacts/catalog.json\n")
+    farm.git("rm", "-q", "--cached", "artifacts/catalog.json")
+    farm.git("commit", "-qm", "catalog untracked")
+    out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW, cwd=farm.root, env=farm.env, ok=False)
+    assert ("artifacts/catalog.json is not tracked by git, so the release tags would lack it and no app could read "
+            "them (ignored by .git/info/exclude:") in out
+    assert "git add -f artifacts/catalog.json" in out
+    exclude.write_text(rules)
+    farm.git("add", "artifacts/catalog.json")
+    farm.git("commit", "-qm", "catalog tracked again")
+
     # Rebuild 16x9 at another shape but keep the version: refused, nothing tagged or pushed.
     doc = farm.params
     doc["aspects"]["16x9"] = {"ratio": "2:1"}  # 56x112

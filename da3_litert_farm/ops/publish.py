@@ -131,6 +131,7 @@ def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = F
     status = git("status", "--porcelain")
     if status.strip() and not interrupted_declaration(catalog, status):
         raise PublishError(f"the working tree is dirty; commit or stash first:\n{status.strip()}")
+    check_catalog_in_git()
     from dvc.repo import Repo
 
     stale = Repo(".").status()
@@ -159,6 +160,18 @@ def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = F
                            "(validation.gpu: skip); set validation.gpu: required and run `make farm`, or "
                            "publish anyway with --allow-unchecked-gpu (the catalog says they were not checked)")
     check_stress(catalog, allow_stress)
+
+
+def check_catalog_in_git() -> None:
+    """Apps read the catalog from the release tag (catalog_at), so a catalog git does not track would be tagged
+    without it, and a clean `git status` does not show one that an ignore rule hides."""
+    catalog = paths.CATALOG.as_posix()
+    if git("ls-files", "--", catalog).strip():
+        return
+    rule = git("check-ignore", "--verbose", "--no-index", "--", catalog, check=False).strip()
+    raise PublishError(f"{catalog} is not tracked by git, so the release tags would lack it and no app could read "
+                       f"them{f' (ignored by {rule})' if rule else ''}; run `git add -f {catalog}`, commit, "
+                       "and publish again")
 
 
 def check_stress(catalog: dict, allow_stress: bool) -> None:

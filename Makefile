@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(None if sys.version_info[:2] == (3, 11) else "the farm needs Python 3.11, $(PYTHON) is %d.%d: run make PYTHON=python3.11" % sys.version_info[:2])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e '.[farm,dev,s3,ssh]'
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e '.[farm,npu,dev,s3,ssh]'
+	# npu: onnxruntime-qnn, Qualcomm's QAIRT host libraries under Qualcomm's AI Stack License (pyproject.toml).
 	# The official model code, without its declared deps (xformers, open3d, CUDA torch).
 	$(BIN)/python -m pip install --quiet --no-deps depth-anything-3==0.1.1
 	# model-signing (make publish signs with it), apart: pip cannot resolve it with the converter's pins

@@ -112,16 +112,19 @@ class Farm:
         return {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def default_gpu_mode_only(doc: dict) -> None:
-    """The default GPU mode only: each mode is one more GPU run per aspect and build, and the check in every
-    mode is tested once (test_gpu.py), not in each of the many builds the tests make."""
+def light_checks(doc: dict, npu: tuple[str, ...] = ()) -> None:
+    """The default GPU mode only, and NPU files only for the chips `npu` (none by default, each simulated): each
+    mode and chip is one more run per cell and build, and each is tested once (test_gpu.py, test_npu.py and the
+    first build), not in each of the many builds the tests make."""
     doc["validation"]["gpu_modes"] = ["fp16"]
     doc["validation"]["gpu_mode_gates"] = {}
+    doc["npu"]["targets"] = doc["npu"]["simulate"] = list(npu)
 
 
-def new_farm(root: Path, weights: torch.nn.Module, aspects: dict, tiers: tuple[int, ...] = (SMALL_TIER,)) -> Farm:
+def new_farm(root: Path, weights: torch.nn.Module, aspects: dict, tiers: tuple[int, ...] = (SMALL_TIER,),
+             npu: tuple[str, ...] = ()) -> Farm:
     """The repository's files in `root`, a git repo whose params build `aspects` at `tiers` from `weights`
-    (model MODEL: a Hub-layout checkpoint under checkpoints/, `source: local`)."""
+    (model MODEL: a Hub-layout checkpoint under checkpoints/, `source: local`), with NPU files for the chips `npu`."""
     for f in repo_files():
         (root / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / f, root / f)
@@ -131,7 +134,7 @@ def new_farm(root: Path, weights: torch.nn.Module, aspects: dict, tiers: tuple[i
     doc["models"] = {MODEL: {**doc["models"]["small"], "source": "local", "path": "checkpoints/stress"}}
     doc["tiers"] = list(tiers)
     doc["aspects"] = dict(aspects)
-    default_gpu_mode_only(doc)
+    light_checks(doc, npu)
     farm.set_params(doc)
     farm.git("init", "-q")
     farm.commit("farm under test")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.farm_repo import MODEL, REPO, Farm, default_gpu_mode_only, repo_files
+from tests.farm_repo import MODEL, REPO, Farm, light_checks, repo_files
 
 # Three tiny aspects and their bundle: four shipped files of ~50 MB each, enough for a push to be killed
 # half-way. test_publish_pull starts from a copy too. The GPU check is skipped here (test_faults_build.py runs it).
@@ -58,7 +58,7 @@ def build_template(root: Path) -> Farm:
     doc["tiers"] = [TIER]
     doc["aspects"] = dict(ASPECTS)
     doc["validation"]["gpu"] = "skip"
-    default_gpu_mode_only(doc)  # where a fault test turns the GPU check on, one mode is enough
+    light_checks(doc)  # where a fault test turns the GPU check on, one mode is enough
     farm.set_params(doc)
     farm.git("init", "-q")
     farm.git("config", "user.email", "t@t")

@@ -23,6 +23,7 @@ VALID = {
     "validation": {"min_pearson": 0.99999, "max_mean_rel": 0.003, "gpu": "required", "gpu_min_pearson": 0.998,
                    "gpu_max_mean_rel": 0.03, "photos": ["motorcycle_left", "astronaut", "coffee"],
                    "gpu_photos": ["coffee"], "gpu_modes": ["fp16"], "gpu_mode_gates": {}},
+    "npu": {"targets": ["SM8650"], "simulate": ["SM8650"], "min_pearson": 0.999, "max_mean_rel": 0.01},
     "catalog": {"name": "da3-small-litert", "version": "0.1.0"},
 }
 
@@ -151,7 +152,7 @@ def test_a_gpu_mode_has_its_own_gates_where_set_and_the_gpu_gates_elsewhere():
         (edited(catalog__name="DA3 Small"), "catalog.name: 'DA3 Small' must be lowercase letters, digits"),
         # Caught by the schema, once only the planner checked them:
         (edited(extra=1), "top level: unknown key(s) ['extra']; allowed: ['models', 'tiers', "
-                          "'max_tensor_mib', 'aspects', 'validation', 'catalog']"),
+                          "'max_tensor_mib', 'aspects', 'validation', 'npu', 'catalog']"),
         (None, "top level: None must be a mapping with keys ['models', 'tiers'"),
         (edited(models__small=["hub"]), "models.small: ['hub'] must be a mapping with keys ['source', 'preset', "
                                         "'repo', 'revision', 'path', 'seed', 'outliers']"),
@@ -302,6 +303,7 @@ def minimal_catalog() -> dict:
         "gpu_lint": {"gpu_clean": True, "ops": 1, "max_rank": 4, "op_histogram": {"CONV_2D": 1},
                      "fp16_weight_tensors": 1, "largest_tensor_bytes": 1},
         "gpu": {"checked": False, "reason": "validation.gpu: skip"},
+        "npu": {"compiled": False, "reason": "npu.targets is empty in params.yaml"},
     }
     return {
         "schema_version": 2, "name": "da3-small-litert", "version": "0.1.0", "created": "2026-01-01T00:00:00Z",

@@ -36,23 +36,25 @@ def test_the_gpu_stage_is_the_per_cell_stage_on_the_gpu_runtime_and_nothing_per_
     assert on_gpu == [pipeline.GPU_STAGE]
     gpu_outs = set(per_aspect[pipeline.GPU_STAGE]["outs"])
     assert not any(gpu_outs & set(s["deps"]) for s in per_aspect.values())  # so the build may run it last
-    assert pipeline.CONVERT_STAGES == ("patch", "export", "quantize", "validate")
+    assert pipeline.CONVERT_STAGES == ("patch", "export", "quantize", "validate", "npu")
 
 
 def test_each_stage_seconds_come_from_that_stages_own_record(tmp_path):
     outs = {name: s["outs"] for name, s in dvc_yaml().items() if name in pipeline.PER_CELL_STAGES}
     recorded = {"patch": ("patch.json", 11.0), "export": ("export.json", 22.0), "quantize": ("quantize.json", 33.0),
-                "validate": ("metrics.json", 44.0), "gpu": ("gpu.json", 55.0)}
+                "validate": ("metrics.json", 44.0), "npu": ("npu.json", 50.0), "gpu": ("gpu.json", 55.0)}
     for stage, (name, seconds) in recorded.items():
-        assert f"artifacts/models/${{item.model}}/${{item.tier}}/${{item.aspect}}/{name}" in outs[stage]  # its output
-        (tmp_path / "artifacts/models/m/112/a").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "artifacts/models/m/112/a" / name).write_text(json.dumps({"cell": "m-112-a", "seconds": seconds}))
+        tree = "npu" if stage == "npu" else "models"  # the NPU files have a tree of their own
+        out = f"artifacts/{tree}/${{item.model}}/${{item.tier}}/${{item.aspect}}"
+        assert (out if stage == "npu" else f"{out}/{name}") in outs[stage]  # its output
+        (tmp_path / f"artifacts/{tree}/m/112/a").mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"artifacts/{tree}/m/112/a" / name).write_text(json.dumps({"cell": "m-112-a", "seconds": seconds}))
     assert pipeline.stage_seconds("m-112-a", tmp_path) == {stage: s for stage, (_, s) in recorded.items()}
 
     (tmp_path / "artifacts/models/m/112/a/export.json").unlink()  # not recorded: the report shows "-"
     (tmp_path / "artifacts/models/m/112/a/gpu.json").write_text(json.dumps({"checked": False}))
     assert pipeline.stage_seconds("m-112-a", tmp_path) == {"patch": 11.0, "export": None, "quantize": 33.0,
-                                                           "validate": 44.0, "gpu": None}
+                                                           "validate": 44.0, "npu": 50.0, "gpu": None}
 
 
 def tiny_dvc_repo(root: Path) -> Path:

@@ -32,27 +32,12 @@ import numpy as np
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.cells import Cell
 from da3_litert_farm.checks.agreement import compare, gate_fidelity
+from da3_litert_farm.checks.reference_maps import references
 from da3_litert_farm.core.gpu_modes import DEFAULT_MODE, recommend
 from da3_litert_farm.gpu.gpu_runtime import Adapter, GpuError, GpuModel
 from da3_litert_farm.config.params import ValidationParams
-from da3_litert_farm.model.photo_input import load_photo_array
 
 GATE_KEYS = ("validation.gpu_min_pearson", "validation.gpu_max_mean_rel")
-
-
-def references(aspect: Cell, photos: tuple[str, ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """(input, official FP32 depth) per photo: the official maps validate@ASPECT saved."""
-    maps_file = paths.depth_maps(aspect.name)
-    try:
-        maps = np.load(maps_file)
-    except FileNotFoundError:
-        raise GpuError(f"{maps_file} is missing: run `dvc repro validate@{aspect.name}` first") from None
-    with maps:
-        missing = [p for p in photos if f"{p}.official" not in maps.files]
-        if missing:
-            raise GpuError(f"{maps_file} has no official depth map of {missing} (validation.gpu_photos must be "
-                           f"among validation.photos); run `dvc repro validate@{aspect.name}`")
-        return {p: (load_photo_array(p, aspect.height, aspect.width), maps[f"{p}.official"]) for p in photos}
 
 
 def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,

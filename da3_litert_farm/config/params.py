@@ -31,6 +31,7 @@ from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE
     plan_aspect
 from da3_litert_farm.core.cells import MAX_MODEL_NAME, MODEL_NAME, Cell
 from da3_litert_farm.core.gpu_modes import APP_MODES, DEFAULT_MODE
+from da3_litert_farm.core.npu_targets import QUALCOMM, simulable
 from da3_litert_farm.core.models import DEFAULT_PRESET, NOT_CONVERTED, OUTPUTS, PRESETS, Preset
 from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 from da3_litert_farm.core.photos import MIN_PHOTOS, PHOTOS
@@ -80,6 +81,14 @@ class ValidationParams:
 
 
 @dataclass(frozen=True)
+class NpuParams:
+    targets: tuple[str, ...]  # Qualcomm chips (core.npu_targets) each cell is compiled for; () builds none
+    simulate: tuple[str, ...]  # those whose compiled file runs on the HTP simulator, gated by:
+    gate_min_pearson: float  # npu.min_pearson (named apart from validation's, which DVC tracks key by key)
+    gate_max_mean_rel: float  # npu.max_mean_rel
+
+
+@dataclass(frozen=True)
 class CatalogParams:
     name: str
     version: str
@@ -93,6 +102,7 @@ class Params:
     aspects: tuple[str, ...]  # the names of params.yaml's aspects, in its order
     cells: dict[str, Cell]  # every model x tier x aspect, by cell name, models outermost
     validation: ValidationParams
+    npu: NpuParams
     catalog: CatalogParams
 
     def preset(self, model: str) -> Preset:
@@ -209,6 +219,7 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
     if DEFAULT_MODE in mode_gates:
         raise ParamsError(f"validation.gpu_mode_gates: {DEFAULT_MODE!r} is gated by validation.gpu_min_pearson and "
                           f"validation.gpu_max_mean_rel; name only the other modes of validation.gpu_modes")
+    npu = _npu(raw["npu"])
     return Params(
         models=models,
         tiers=tiers,
@@ -227,6 +238,7 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
             gpu_mode_gates=tuple((mode, float(g["min_pearson"]), float(g["max_mean_rel"]))
                                  for mode, g in mode_gates.items()),
         ),
+        npu=npu,
         catalog=CatalogParams(c["name"], c["version"]),
     )
 
@@ -263,6 +275,10 @@ def constants_schema() -> dict:
             "output_kind": {"enum": sorted({o["kind"] for o in OUTPUTS.values()}),
                             "description": "what a file's output is (core.models.OUTPUTS)"},
             "gpu_mode": {"enum": list(APP_MODES)},
+            "npu_target": {"enum": list(QUALCOMM),
+                           "description": f"a Qualcomm chip LiteRT's compiler targets: {', '.join(QUALCOMM)}"},
+            "npu_targets": {"type": "array", "items": {"$ref": "#/$defs/npu_target"}, "uniqueItems": True,
+                            "description": f"a list of distinct Qualcomm chips from {list(QUALCOMM)}"},
             "gpu_modes": {"type": "array", "items": {"$ref": "#/$defs/gpu_mode"}, "uniqueItems": True,
                           "contains": {"const": DEFAULT_MODE},
                           "description": f"a list of GPU modes from {list(APP_MODES)} that holds {DEFAULT_MODE!r} "
@@ -420,6 +436,22 @@ def _checkpoint(model: str, c: dict, base_dir: Path, check_files: bool = True) -
                           f"{where}.repo: {PRESETS[name].repo} (or leave it out: it defaults to the preset's)")
     return CheckpointParams(source, name, repo,
                             c.get("revision", "main"), path, c.get("seed", 0), outliers)
+
+
+def _npu(n: dict) -> NpuParams:
+    targets, simulate = tuple(n["targets"]), tuple(n["simulate"])
+    if extra := [s for s in simulate if s not in targets]:
+        raise ParamsError(f"npu.simulate: {extra} not in npu.targets {list(targets)}: the simulator runs the files "
+                          f"the farm compiled")
+    if unknown := [s for s in simulate if not simulable(s)]:
+        raise ParamsError(f"npu.simulate: the farm does not know the SoC id and HTP arch of {unknown}, which the "
+                          f"simulator must be told (core/npu_targets.py); simulate one of "
+                          f"{[s for s in targets if simulable(s)]}")
+    if targets and not simulate:
+        raise ParamsError(f"npu.simulate: empty, so no compiled file would be checked; name at least one of "
+                          f"npu.targets {list(targets)}")
+    return NpuParams(targets, simulate, gate_min_pearson=float(n["min_pearson"]),
+                     gate_max_mean_rel=float(n["max_mean_rel"]))
 
 
 def _check_tensor_plan(max_tensor_mib: int, cells: dict[str, Cell]) -> None:

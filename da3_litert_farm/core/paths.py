@@ -29,6 +29,9 @@ LOCAL_CHECKPOINTS = Path("checkpoints")  # where `source: local` checkpoints liv
 
 
 MODELS = ARTIFACTS / "models"  # MODEL/TIER/ASPECT/ per cell; a bundle depends on its MODEL/TIER folder
+# MODEL/TIER/ASPECT/ per cell: its files compiled for Qualcomm NPUs (npu@CELL). A tree of its own, so a
+# recompile leaves the cell's folder, and with it the bundle, alone.
+NPU = ARTIFACTS / "npu"
 
 
 CHECKED_MODELS = CHECKED_PARAMS / "models"
@@ -133,3 +136,17 @@ def gpu_depth(cell: str) -> Path:
 def lint_report(cell: str) -> Path:
     """The full GPU lint of the shipped file (op histogram, problems)."""
     return cell_dir(cell) / "lint.json"
+
+
+def npu_dir(cell: str) -> Path:
+    """A cell's NPU files, one per chip (npu_model), and what compiling and simulating them measured (npu_record)."""
+    model, tier, aspect = split_cell(cell)
+    return NPU / model / str(tier) / aspect
+
+
+def npu_model(cell: str, soc: str) -> Path:
+    return npu_dir(cell) / f"{soc}.tflite"
+
+
+def npu_record(cell: str) -> Path:
+    return npu_dir(cell) / "npu.json"

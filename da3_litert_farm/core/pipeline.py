@@ -16,7 +16,7 @@ from pathlib import Path
 from da3_litert_farm.core import paths
 
 SHARED_STAGES = ("params", "checkpoint")
-PER_CELL_STAGES = ("patch", "export", "quantize", "validate", "gpu")
+PER_CELL_STAGES = ("patch", "export", "quantize", "validate", "npu", "gpu")
 FINAL_STAGES = ("bundle", "catalog", "report")
 STAGES = (*SHARED_STAGES, *PER_CELL_STAGES, *FINAL_STAGES)
 GPU_STAGE = "gpu"  # the per-cell stage that runs LiteRT's GPU accelerator; nothing per-cell follows it
@@ -24,7 +24,7 @@ CONVERT_STAGES = tuple(s for s in PER_CELL_STAGES if s != GPU_STAGE)
 
 # Where each per-cell stage records its wall time, as "seconds" in a JSON file.
 _SECONDS_FILE = {"patch": paths.patch_report, "export": paths.export_report, "quantize": paths.quantize_report,
-                 "validate": paths.metrics, "gpu": paths.gpu_metrics}
+                 "validate": paths.metrics, "npu": paths.npu_record, "gpu": paths.gpu_metrics}
 
 
 def stage_name(stage: str, name: str) -> str:

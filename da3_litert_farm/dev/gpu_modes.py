@@ -19,7 +19,7 @@ import sys
 import time
 
 from da3_litert_farm.checks.agreement import compare
-from da3_litert_farm.checks.gpu import references
+from da3_litert_farm.checks.reference_maps import references
 from da3_litert_farm.config.params import load_params
 from da3_litert_farm.core import paths
 from da3_litert_farm.core.gpu_modes import MODES

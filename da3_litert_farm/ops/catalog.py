@@ -99,6 +99,7 @@ def model_entry(params: Params, name: str) -> dict:
             "gmac": round(lint["macs"] / 1e9, 2),
         },
         "gpu": gpu_entry(checked.gpu),
+        "npu": npu_entry(name, sha256),
         **({"cost": cost_entry(name, metrics, checked.gpu)} if "cpu_inference" in metrics else {}),
     }
 
@@ -140,6 +141,40 @@ def gpu_entry(gpu: dict) -> dict:
         "recommended_mode": {"mode": gpu["recommended_mode"], **APP_SETTING[gpu["recommended_mode"]],
                              "rule": RECOMMENDATION_RULE},
     }
+
+
+def npu_entry(name: str, sha256: str) -> dict:
+    """What npu@CELL compiled and measured for the cell whose shipped file has `sha256`, each compiled file checked
+    to be the one it measured (never a figure that was not measured)."""
+    try:
+        record = json.loads(paths.npu_record(name).read_text())
+    except FileNotFoundError as exc:
+        raise CatalogError(f"cell {name}: not compiled for NPUs yet ({exc.filename} missing); run `dvc repro`") from None
+    if not record["passed"]:
+        raise CatalogError(f"cell {name}: NPU stage failed: {record['failures']}")
+    if record["source_sha256"] != sha256:
+        raise CatalogError(f"cell {name}: its NPU files were compiled from another file than the shipped one; run "
+                           f"`dvc repro`")
+    if not record["compiled"]:
+        return {"compiled": False, "reason": record["reason"]}
+    targets = {}
+    for soc, target in record["targets"].items():
+        if fileio.sha256_file(target["file"]) != target["sha256"]:
+            raise CatalogError(f"cell {name}: {target['file']} is not the file npu@{name} compiled; run `dvc repro`")
+        targets[soc] = {"soc": soc, **{k: target[k] for k in ("soc_id", "htp_arch", "product", "file", "sha256",
+                                                              "bytes", "ops_on_npu", "ops_total", "partitions",
+                                                              "seconds", "peak_rss_mib")}}
+        if "simulator" in target:
+            sim = target["simulator"]
+            targets[soc]["simulator"] = {
+                "gate_min_pearson": sim["gates"]["min_pearson"]["limit"],
+                "gate_max_mean_rel": sim["gates"]["max_mean_rel"]["limit"],
+                "pearson_min": sim["pearson_min"], "mean_rel_max": sim["mean_rel_max"],
+                "vs_cpu": {"pearson_min": min(p["vs_cpu"]["pearson"] for p in sim["photos"].values()),
+                           "mean_rel_max": max(p["vs_cpu"]["mean_rel_error"] for p in sim["photos"].values())},
+                "seconds": round(sim["seconds"], 1),
+                "photos": {photo: p["pearson"] for photo, p in sim["photos"].items()}}
+    return {"compiled": True, "compiler": record["compiler"], "qairt": record["qairt"], "targets": targets}
 
 
 def bundle_entry(bundle: str, models: list[dict]) -> dict:

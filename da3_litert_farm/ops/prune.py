@@ -3,7 +3,7 @@
 DVC keeps both forever otherwise (and with them, cache objects `dvc gc` would keep). Each bundle stage
 clears its own folder (artifacts/models/MODEL/TIER/, its dependency) of dropped aspects before it reads
 it; the catalog stage, the first that gathers every cell, clears the rest (dropped models' and tiers'
-folders, checkpoints and bundles, and the dvc.lock entries of every stage no longer in the matrix),
+folders, checkpoints and bundles, the NPU tree's dropped cells, and the dvc.lock entries of every stage no longer in the matrix),
 so it and the report see only what params.yaml holds, and record the folders as they stay. Their
 outputs stay in the run-cache: a cell added back is restored without a conversion.
 """
@@ -44,6 +44,11 @@ def prune_farm(params: Params) -> list[str]:
         removed += _remove(_stale(paths.MODELS / model, tiers), "tier no longer in params.yaml")
     removed += _remove(_stale(paths.CHECKPOINTS, models), "model no longer in params.yaml")
     removed += _remove(_stale(paths.BUNDLES, set(params.bundles())), "bundle no longer in params.yaml")
+    removed += _remove(_stale(paths.NPU, models), "model no longer in params.yaml")
+    for model in sorted(models):
+        removed += _remove(_stale(paths.NPU / model, tiers), "tier no longer in params.yaml")
+        for tier in sorted(tiers):  # no bundle stage reads this tree, so its dropped aspects go here too
+            removed += _remove(_stale(paths.NPU / model / tier, set(params.aspects)), "aspect no longer in params.yaml")
     return removed + [f"removed {entry} from {paths.LOCK_FILE}" for entry in prune_lock(params)]
 
 

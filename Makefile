@@ -68,7 +68,8 @@ test-long: gpu-adapter ssh-server
 
 # make publish ARGS=--unsigned  to publish without a publisher key (make keys); apps that pin a key refuse it;
 # make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped;
-# ARGS=--allow-stress  one built from stress weights (a dry run: everything then says so)
+# ARGS=--allow-stress  one built from stress weights (a dry run: everything then says so);
+# ARGS=--allow-noncommercial  one whose weights licence does not allow commercial use (CC BY-NC: README.md, Licence)
 publish: $(STAMP)
 	$(BIN)/python -m da3_litert_farm.ops.publish $(ARGS)
 

@@ -309,7 +309,7 @@ def minimal_catalog() -> dict:
             "checkpoint": {"source": "random", "repo": None, "revision": None, "resolved_revision": None, "path": None,
                            "seed": 0, "model_name": "da3-small", "weights_sha256": "0" * 64},
             "license": {"code": "Apache-2.0", "weights": "none: stress weights", "weights_source": "random, seed 0",
-                        "attribution": None}}},
+                        "attribution": None, "commercial_use": "unknown", "license_source": None}}},
         "tools": {t: "1.0" for t in ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer",
                                      "depth-anything-3", "dvc")},
         "models": [model],

@@ -90,3 +90,13 @@ def test_commercial_and_unrecorded_weights_publish_without_the_flag():
     check_commercial(hub_catalog(small="depth-anything/DA3-SMALL", metric="depth-anything/DA3METRIC-LARGE",
                                  tuned="someone/DA3-FINETUNE"), allow_noncommercial=False)
 
+
+def test_the_readme_licence_table_is_what_the_farm_records():
+    rows = re.findall(r"^\| `([\w-]+)` \| \[([\w-]+)\]\((\S+)\) \| ([\w.-]+) \| (yes|no)\b", (REPO / "README.md").read_text(),
+                      re.M)
+    assert sorted(preset for preset, *_ in rows) == sorted(PRESETS)
+    for preset, name, card, weights, commercial in rows:
+        entry = license_entry({"source": "hub", "repo": PRESETS[preset].repo})
+        assert (PRESETS[preset].repo.split("/")[1], weights, commercial) == (name, entry["weights"],
+                                                                            entry["commercial_use"])
+        assert entry["license_source"].startswith(f"{card}, as the Model Cards table of ")

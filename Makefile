@@ -92,10 +92,10 @@ remote: $(STAMP)  ## show the DVC remote, or point it elsewhere: URL=s3://... or
 bench: $(STAMP)  ## time one conversion and its inference (ARGS=...)
 	$(BIN)/python -m da3_litert_farm.dev.bench --height 896 --width 504 $(ARGS)
 
-# Where the GPU check's time goes, for one built aspect (make farm first): set-up, compile, each
+# Where the GPU check's time goes, for one built cell MODEL-TIER-ASPECT (make farm first): set-up, compile, each
 # inference, core use; ARGS="--perf --setting NAME:VAR=VALUE" to compare driver settings.
-bench-gpu: gpu-adapter  ## profile the GPU check of one built aspect (ASPECT=9x16)
-	$(BIN)/python -m da3_litert_farm.dev.bench_gpu $(or $(ASPECT),9x16) $(ARGS)
+bench-gpu: gpu-adapter  ## profile the GPU check of one built cell (CELL=small-896-9x16)
+	$(BIN)/python -m da3_litert_farm.dev.bench_gpu $(or $(CELL),small-896-9x16) $(ARGS)
 
 # Sequential dvc repro vs make farm JOBS=2, the run-cache, a fresh clone; an estimate for many machines.
 bench-build: gpu-adapter  ## time sequential and parallel builds, the run-cache and a fresh clone

@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --no-deps depth-anything-3==0.1.1
 	# model-signing (make publish signs with it), apart: pip cannot resolve it with the converter's pins
 	# (pyproject.toml, the verify extra); pip then reports xdsl's typing-extensions pin, which the farm outgrows.
+	@echo "Installing the [verify] extra apart. Expected: pip's 'ERROR: ... typing-extensions' line below (model-signing needs typing-extensions >= 4.14.1, the converter's xdsl declares < 4.13; the farm runs with the newer one: pyproject.toml)"
 	$(BIN)/python -m pip install --quiet -e '.[verify]'
 	touch $(STAMP)
 

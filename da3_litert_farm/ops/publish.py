@@ -339,10 +339,19 @@ def push_target(remote: str | None) -> str:
         return f"the DVC remote {remote!r}" if remote else "the default DVC remote"
 
 
+def built_catalog() -> dict:
+    """The catalog `make farm` wrote; a fresh clone has none yet."""
+    try:
+        return json.loads(paths.CATALOG.read_text())
+    except FileNotFoundError:
+        raise PublishError(f"no catalog is built yet ({paths.CATALOG} does not exist): run `make farm` first, "
+                           "then commit and publish as README.md's Publish section says") from None
+
+
 def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_stress: bool = False,
             unsigned: bool = False, allow_noncommercial: bool = False) -> str:
     params = load_params()
-    catalog = json.loads(paths.CATALOG.read_text())
+    catalog = built_catalog()
     check_publishable(catalog, params.catalog.version, allow_unchecked_gpu, allow_stress, allow_noncommercial)
     key = None if unsigned else signing_key(key_path())[0]
     already = check_version(catalog, published_versions("."))

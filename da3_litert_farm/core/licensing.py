@@ -16,8 +16,8 @@ DA3_MODEL_TABLE = ("https://github.com/ByteDance-Seed/Depth-Anything-3/blob/"
 DA3_AUTHOR = "ByteDance-Seed"
 
 # The Hub checkpoint of every preset the farm converts (core.models.PRESETS) and its weights licence. A shipped
-# .tflite is a format conversion of the weights, so it carries their licence. (DA3-LARGE is the table's
-# deprecated pre-1.1 checkpoint, the one the package's da3-large preset loads; DA3-LARGE-1.1 has the same licence.)
+# .tflite is a format conversion of the weights, so it carries their licence. (DA3-LARGE, the da3-large preset's repo
+# in core.models, is a checkpoint the table marks deprecated; its DA3-LARGE-1.1 has the same licence.)
 HUB_WEIGHTS = {
     "depth-anything/DA3-SMALL": "Apache-2.0",
     "depth-anything/DA3-BASE": "Apache-2.0",

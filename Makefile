@@ -13,7 +13,7 @@ export DVC_NO_ANALYTICS := 1
 # sorts above plain 2.13.0). Empty (the default): the configured index alone.
 TORCH_INDEX ?=
 
-.PHONY: farm report test bench bench-gpu bench-build bench-install publish remote gpu-adapter test-long browser ssh-server dvc-yaml keys clean-venv
+.PHONY: help farm report test bench bench-gpu bench-build bench-install publish remote gpu-adapter test-long browser ssh-server dvc-yaml keys clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
@@ -26,85 +26,91 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --no-deps depth-anything-3==0.1.1
 	# model-signing (make publish signs with it), apart: pip cannot resolve it with the converter's pins
 	# (pyproject.toml, the verify extra); pip then reports xdsl's typing-extensions pin, which the farm outgrows.
+	@echo "Installing the [verify] extra apart. Expected: pip's 'ERROR: ... typing-extensions' line below (model-signing needs typing-extensions >= 4.14.1, the converter's xdsl declares < 4.13; the farm runs with the newer one: pyproject.toml)"
 	$(BIN)/python -m pip install --quiet -e '.[verify]'
 	touch $(STAMP)
 
+# Every target with its one-line description: the `## ` comment on its line. Plain `make` builds only the venv.
+help:  ## list every make target with what it does
+	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / { printf "make %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
 # The GPU check runs every shipped file on LiteRT's GPU accelerator. Without a GPU that needs
 # Mesa's software Vulkan driver: probed first (2 s), installed only when missing (root, apt).
-gpu-adapter: $(STAMP)
+gpu-adapter: $(STAMP)  ## install Mesa's software Vulkan driver for the GPU check where missing (root, apt)
 	$(BIN)/python -m da3_litert_farm.gpu.gpu_setup
 
 # The report's check opens it in headless Chromium: Debian's chromium + chromium-driver (root, apt).
-browser: $(STAMP)
+browser: $(STAMP)  ## install Chromium for the report's check where missing (root, apt)
 	$(BIN)/python -m da3_litert_farm.report.browser_setup
 
 # make farm JOBS=N: the aspects built N at a time on a Dask LocalCluster, each in a git worktree
 # sharing the DVC cache, then one `dvc repro` restores them all (da3_litert_farm/ops/build.py).
 # Either holds the checkout's farm lock: a second build here is refused, naming the first (ops/farm_lock.py);
 # DVC runs with dvc.lock written atomically, so a killed build leaves it readable (ops/atomic_dvc.py).
-farm: $(STAMP)
+farm: $(STAMP)  ## build the catalog and its report: the venv, then dvc repro (JOBS=N: N cells at a time)
 	$(BIN)/python -m stages.params
 	$(BIN)/python -m da3_litert_farm.gpu.gpu_setup --unless-skipped
 	$(if $(JOBS),$(BIN)/python -m da3_litert_farm.ops.build --jobs $(JOBS),$(BIN)/python -m da3_litert_farm.ops.farm_lock $(BIN)/python -m da3_litert_farm.ops.atomic_dvc repro)
 
 # The farm (artifacts/report/index.html is its last stage), then the page checked in headless
 # Chromium from disk, and its screenshot: artifacts/report/screenshot.png. Opens no window.
-report: farm browser
+report: farm browser  ## the farm, then its report checked in headless Chromium, with a screenshot
 	$(BIN)/python -m da3_litert_farm.report.report_check
 
 # The SSH remote tests start their own sshd on a loopback port: OpenSSH's server (root, apt).
-ssh-server: $(STAMP)
+ssh-server: $(STAMP)  ## install OpenSSH's server for the SSH remote tests where missing (root, apt)
 	$(BIN)/python -m da3_litert_farm.dev.sshd_setup
 
-test: gpu-adapter browser ssh-server
+test: gpu-adapter browser ssh-server  ## run the whole test suite
 	$(BIN)/python -m pytest
 
 # The full versions of make test's slow scenarios: the fault suite (tests/test_faults_*.py) at 20 random kill
 # points per fault instead of 2, writing docs/figures/reliability.json, the table docs/reliability.md shows
 # (rendered there by dev/figures); and the shipped model at every default camera shape, not only the largest.
-test-long: gpu-adapter ssh-server
+test-long: gpu-adapter ssh-server  ## the fault suite at 20 kill points per fault, and every default camera shape
 	FARM_FAULT_TRIALS=20 FARM_FAULTS_RECORD=1 $(BIN)/python -m pytest tests/test_faults_*.py
 	$(BIN)/python -m da3_litert_farm.dev.figures docs/reliability.md
 	FARM_TEST_LONG=1 $(BIN)/python -m pytest tests/test_full_shapes.py
 
 # make publish ARGS=--unsigned  to publish without a publisher key (make keys); apps that pin a key refuse it;
 # make publish ARGS=--allow-unchecked-gpu  to publish a catalog whose GPU check was skipped;
-# ARGS=--allow-stress  one built from stress weights (a dry run: everything then says so)
-publish: $(STAMP)
+# ARGS=--allow-stress  one built from stress weights (a dry run: everything then says so);
+# ARGS=--allow-noncommercial  one whose weights licence does not allow commercial use (CC BY-NC: README.md, Licence)
+publish: $(STAMP)  ## push the built catalog's files to the DVC remote, sign and tag the version (ARGS=--help)
 	$(BIN)/python -m da3_litert_farm.ops.publish $(ARGS)
 
 # The publisher's signing key pair, which make publish signs every release with: written at $$FARM_SIGNING_KEY,
 # default ~/.config/da3-litert-farm/publisher.pem (mode 0600, never in the repository), and the public key
 # beside it (.pub), which app builds pin (farm pull --trust). Never overwrites a key.
-keys: $(STAMP)
+keys: $(STAMP)  ## write the publisher's signing key pair, outside the repository
 	$(BIN)/python -m da3_litert_farm.ops.signing keys
 
 # The DVC remote publish pushes to and app builds pull from (.dvc/config, committed): shown, or
 # pointed elsewhere with URL=s3://BUCKET/FOLDER [ENDPOINT=https://...] or URL=ssh://USER@HOST/FOLDER.
-remote: $(STAMP)
+remote: $(STAMP)  ## show the DVC remote, or point it elsewhere: URL=s3://... or ssh://... [ENDPOINT=...]
 	$(BIN)/python -m da3_litert_farm.ops.remote $(URL) $(if $(ENDPOINT),--endpoint $(ENDPOINT))
 
 # make bench ARGS=--compare-upsamplers  also times each upsampler (other flags: python -m da3_litert_farm.dev.bench -h)
-bench: $(STAMP)
+bench: $(STAMP)  ## time one conversion and its inference (ARGS=...)
 	$(BIN)/python -m da3_litert_farm.dev.bench --height 896 --width 504 $(ARGS)
 
-# Where the GPU check's time goes, for one built aspect (make farm first): set-up, compile, each
+# Where the GPU check's time goes, for one built cell MODEL-TIER-ASPECT (make farm first): set-up, compile, each
 # inference, core use; ARGS="--perf --setting NAME:VAR=VALUE" to compare driver settings.
-bench-gpu: gpu-adapter
-	$(BIN)/python -m da3_litert_farm.dev.bench_gpu $(or $(ASPECT),9x16) $(ARGS)
+bench-gpu: gpu-adapter  ## profile the GPU check of one built cell (CELL=small-896-9x16)
+	$(BIN)/python -m da3_litert_farm.dev.bench_gpu $(or $(CELL),small-896-9x16) $(ARGS)
 
 # Sequential dvc repro vs make farm JOBS=2, the run-cache, a fresh clone; an estimate for many machines.
-bench-build: gpu-adapter
+bench-build: gpu-adapter  ## time sequential and parallel builds, the run-cache and a fresh clone
 	$(BIN)/python -m da3_litert_farm.dev.bench_build $(ARGS)
 
 # What `pip install <farm repo>` (the client) costs an app build, next to the full farm.
-bench-install: $(STAMP)
+bench-install: $(STAMP)  ## what installing the client costs an app build, next to the farm
 	$(BIN)/python -m da3_litert_farm.dev.bench_install $(ARGS)
 
 # dvc.yaml's code deps, rewritten from what each stage imports (da3_litert_farm/dev/dvc_yaml.py; standard
 # library only, so no .venv needed).
-dvc-yaml:
+dvc-yaml:  ## rewrite dvc.yaml's code dependencies from what each stage imports
 	$(PYTHON) -m da3_litert_farm.dev.dvc_yaml --write
 
-clean-venv:
+clean-venv:  ## remove the venv
 	rm -rf $(VENV)

@@ -269,8 +269,8 @@ def test_show_lists_every_model_with_its_figures_weights_and_tools():
     del unnamed["sources"]["small"]["checkpoint"]["model_name"]  # the preset is printed only where recorded
     assert format_summary(summary(unnamed)).splitlines()[1].startswith("weights of small: trained: Hugging Face")
     assert "5.9e-04" in text and "litert-torch 0.10.0" in text and "WARNING" not in text
-    assert ("license of small: code Apache-2.0; weights Apache-2.0; credit: Depth Anything 3 (DA3-SMALL) by "
-            "ByteDance-Seed, Apache-2.0") in text.splitlines()
+    assert ("license of small: code Apache-2.0; weights Apache-2.0 (commercial use: yes); credit: Depth Anything 3 "
+            "(DA3-SMALL) by ByteDance-Seed, Apache-2.0") in text.splitlines()
     stress = format_summary(summary(catalog("random")))
     assert "weights of small (da3-small): stress: seeded random weights (seed 0)" in stress
     assert "WARNING: STRESS WEIGHTS: built from seeded random weights (models.<name>.source: random)" in stress
@@ -299,8 +299,8 @@ def test_show_lists_the_ladder_by_model_and_tier_with_weights_bundles_and_licenc
     assert [line.split(";")[0] for line in lines if line.startswith("output ")] == [
         "output of small: relative depth", "output of metric: metric depth"]
     assert [line.split(";")[:2] for line in lines if line.startswith("license ")] == [
-        ["license of small: code Apache-2.0", " weights Apache-2.0"],
-        ["license of metric: code Apache-2.0", " weights Apache-2.0"]]
+        ["license of small: code Apache-2.0", " weights Apache-2.0 (commercial use: yes)"],
+        ["license of metric: code Apache-2.0", " weights Apache-2.0 (commercial use: yes)"]]
     assert shown["license"]["metric"]["weights_source"] == "depth-anything/DA3METRIC-LARGE (ByteDance-Seed, Hugging Face Hub)"
     assert [(b["bundle"], b["model"], b["tier"], b["signatures"]) for b in shown["bundles"]] == [
         ("small-896", "small", 896, ["9x16", "16x9"]), ("small-518", "small", 518, ["9x16"]),
@@ -390,7 +390,7 @@ def test_show_json_prints_the_catalog_figures(capsys, monkeypatch):
     assert shown["weights"] == {"small": {"preset": "da3-small", "kind": "trained", "source": "hub",
                                           "weights_sha256": "ab" * 32,
                                           "origin": "Hugging Face depth-anything/DA3-SMALL at " + "0123abcd" * 5}}
-    assert shown["license"] == {"small": {"code": "Apache-2.0", "weights": "Apache-2.0",
+    assert shown["license"] == {"small": {"code": "Apache-2.0", "weights": "Apache-2.0", "commercial_use": "yes",
                                           "weights_source": "depth-anything/DA3-SMALL (ByteDance-Seed, Hugging Face Hub)",
                                           "attribution": "Depth Anything 3 (DA3-SMALL) by ByteDance-Seed, Apache-2.0"}}
     assert shown["warning"] is None and shown["bundles"] == []
@@ -551,6 +551,7 @@ def test_a_pulled_file_and_its_sidecar_name_its_cell_and_its_models_licence(tmp_
     assert (side["cell"], side["model"], side["tier"], side["aspect"], side["ratio"]) == (
         "metric-896-3x4", "metric", 896, "3x4", "3:4")
     assert side["license"]["weights"] == "CC-BY-NC-4.0" and side["output"]["kind"] == "metric depth"
+    assert side["license"]["commercial_use"] == "no"  # said by the sidecar, though this catalog did not record it
     assert side["selected"].startswith("model metric; camera 3024x4032")
 
 

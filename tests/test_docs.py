@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from da3_litert_farm.dev import figures
@@ -135,3 +136,14 @@ def test_the_readme_names_every_make_target_and_no_other():
     named = set(re.findall(r"(?:`|^)make ([a-z][\w-]*)", readme, re.M))
     assert not targets - named, f"README.md never shows `make TARGET` for: {sorted(targets - named)}"
     assert not named - targets, f"README.md names targets the Makefile lacks: {sorted(named - targets)}"
+
+
+def test_make_help_lists_every_phony_target_with_its_description():
+    makefile = (REPO / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1).split()
+    described = dict(re.findall(r"^([a-z][\w-]*):[^#\n]*## (.+)$", makefile, re.M))
+    assert set(phony) == set(described), "each .PHONY target needs a `## description` on its line, and only they"
+    shown = subprocess.run(["make", "-s", "-C", str(REPO), "help"], capture_output=True, text=True, check=True).stdout
+    assert sorted(shown.splitlines()) == sorted(f"make {t:<14} {described[t]}" for t in phony)
+    assert re.search(r"^\.DEFAULT_GOAL := \.venv/\.installed$",  # plain `make` still builds only the venv
+                     subprocess.run(["make", "-pq", "-C", str(REPO)], capture_output=True, text=True).stdout, re.M)

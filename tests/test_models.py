@@ -57,8 +57,7 @@ def test_presets_the_rewrites_do_not_cover_are_refused_by_name():
 
 def test_the_tensor_plan_follows_the_preset():
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
-    model = raw["models"]["small"]
-    del model["repo"]  # defaults to the preset's
+    model = raw["models"]["small"]  # no repo: it defaults to the preset's
     model["preset"] = "da3-base"
     base = parse_params(raw, checkpoint_files=False)
     assert base.preset("small") is PRESETS["da3-base"]
@@ -85,7 +84,8 @@ def test_the_tensor_plan_follows_the_preset():
 
 def test_a_hub_repo_of_another_preset_is_refused_by_name():
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
-    raw["models"]["small"]["preset"], raw["tiers"] = "da3mono-large", [518]  # the shipped file names DA3-SMALL's repo
+    raw["models"]["small"].update(preset="da3mono-large", repo="depth-anything/DA3-SMALL")
+    raw["tiers"] = [518]
     with pytest.raises(ParamsError, match=r"^models.small.repo: depth-anything/DA3-SMALL holds da3-small, not "
                                           r"models.small.preset da3mono-large; set models.small.repo: "
                                           r"depth-anything/DA3MONO-LARGE \(or leave it out"):

@@ -311,7 +311,7 @@ def minimal_catalog() -> dict:
             "checkpoint": {"source": "random", "repo": None, "revision": None, "resolved_revision": None, "path": None,
                            "seed": 0, "model_name": "da3-small", "weights_sha256": "0" * 64},
             "license": {"code": "Apache-2.0", "weights": "none: stress weights", "weights_source": "random, seed 0",
-                        "attribution": None}}},
+                        "attribution": None, "commercial_use": "unknown", "license_source": None}}},
         "tools": {t: "1.0" for t in ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer",
                                      "depth-anything-3", "dvc")},
         "models": [model],
@@ -365,3 +365,96 @@ def test_both_schemas_resolve_one_semver_definition():
         validate_catalog(doc)
     assert refused.value.validator == "pattern"
     assert refused.value.schema is load_schema()["$defs"]["semver"]  # the very object params.yaml is checked with
+
+
+# --- params.yaml agrees with the schema: its keys, the keys its comments name, the values its comments list ---
+
+COMMENTED_KEY = re.compile(r"^( *)# ([a-z_]+): \S.*#")  # a key written out but commented: `# repo: X  # why`
+LISTED = re.compile(r"#[^#]*?([\w-]+(?: \| [\w-]+)+)")  # a comment listing what a key takes: `# hub | local | random`
+
+
+def key_lines(text: str) -> dict[int, tuple[int, tuple[str, ...]]]:
+    """Each line of a YAML mapping key: (its column, its path of keys)."""
+    found = {}
+
+    def walk(node, path):
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                found[key.start_mark.line] = (key.start_mark.column, (*path, key.value))
+                walk(value, (*path, key.value))
+
+    walk(yaml.compose(text), ())
+    return found
+
+
+def named_keys(text: str) -> list[tuple[str, ...]]:
+    """The keys a params.yaml names: its own, and those its comments write out, placed beside their siblings."""
+    keys = key_lines(text)
+    named = [path for _, path in keys.values()]
+    for number, line in enumerate(text.splitlines()):
+        if match := COMMENTED_KEY.match(line):
+            column = len(match.group(1))
+            sibling = min((n for n, (c, _) in keys.items() if c == column), key=lambda n: abs(n - number))
+            named.append((*keys[sibling][1][:-1], match.group(2)))
+    return named
+
+
+def schema_at(path: tuple[str, ...]) -> dict | None:
+    """The schema of the key at `path` in params.schema.json (its $refs followed), or None where it has none."""
+    from da3_litert_farm.config.params import _registry
+
+    resolver = _registry().resolver(base_uri=load_schema()["$id"])
+    node = load_schema()
+    for key in (*path, None):
+        while "$ref" in node:
+            resolved = resolver.lookup(node["$ref"])
+            node, resolver = resolved.contents, resolved.resolver
+        if key is None:
+            return node
+        if key in node.get("properties", {}):
+            node = node["properties"][key]
+        elif isinstance(node.get("additionalProperties"), dict):  # a mapping of names (models, aspects)
+            node = node["additionalProperties"]
+        else:
+            return None
+
+
+def disagreements(text: str) -> list[str]:
+    """Where params.yaml's keys or comments say what the schema does not."""
+    found = [f"{'.'.join(path)}: not in the schema" for path in named_keys(text) if schema_at(path) is None]
+    lines = text.splitlines()
+    for number, (_, path) in key_lines(text).items():
+        if (listed := LISTED.search(lines[number])) and (schema := schema_at(path)) is not None:
+            values = listed.group(1).split(" | ")
+            if values != schema.get("enum"):
+                found.append(f"{'.'.join(path)}: the comment lists {values}, the schema {schema.get('enum')}")
+    return found
+
+
+def test_params_yaml_names_only_keys_and_values_the_schema_has():
+    text = (REPO / "params.yaml").read_text()
+    assert ("models", "small", "repo") in named_keys(text)  # the commented-out key is read, beside its siblings
+    assert len(LISTED.findall(text)) >= 2  # the source and preset lists are checked
+    assert disagreements(text) == []
+
+
+def test_a_key_or_a_value_the_schema_lacks_is_reported():
+    text = (REPO / "params.yaml").read_text()
+    planted = (text.replace("# repo: OWNER/NAME", "# repos: OWNER/NAME")
+               .replace("# hub | local | random", "# hub | local | random | s3")
+               .replace("  max_mean_rel:", "  max_mean_relative:"))
+    assert disagreements(planted) == [
+        "validation.max_mean_relative: not in the schema",
+        "models.small.repos: not in the schema",
+        "models.small.source: the comment lists ['hub', 'local', 'random', 's3'], the schema ['hub', 'local', "
+        "'random']"]
+
+
+@pytest.mark.parametrize("preset, repo", [("da3-base", "depth-anything/DA3-BASE"),
+                                          ("da3-small", "depth-anything/DA3-SMALL")])
+def test_switching_the_preset_alone_takes_the_presets_own_repo(tmp_path, preset, repo):
+    text = (REPO / "params.yaml").read_text()
+    assert text.count("preset: da3-small ") == 1
+    (tmp_path / "params.yaml").write_text(text.replace("preset: da3-small ", f"preset: {preset} "))
+    params = load_params(tmp_path / "params.yaml")
+    assert (params.models["small"].preset, params.models["small"].repo) == (preset, repo)

@@ -370,7 +370,8 @@ def format_summary(s: dict) -> str:
         lines.append(f"output of {', '.join(out['models'])}: {out.get('kind') or out.get('meaning')}"
                      + (f"; {metres['formula']}, focal_px = {metres['focal_px']}" if metres else ""))
     for model, lic in s["license"].items():
-        lines.append(f"license of {model}: code {lic['code']}; weights {lic['weights']}"
+        lines.append(f"license of {model}: code {lic['code']}; weights {lic['weights']} "
+                     f"(commercial use: {lic['commercial_use']})"
                      + (f"; credit: {lic['attribution']}" if lic["attribution"] else ""))
     lines.append("tools: " + ", ".join(f"{k} {v}" for k, v in s["tools"].items()))
     return "\n".join(lines)

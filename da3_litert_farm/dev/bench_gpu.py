@@ -14,7 +14,7 @@ the machine. Per setting it prints and records:
 - the busy share of every core during each phase (/proc/stat);
 - with --perf, where the process's CPU time went during the second inference (perf's samples by
   library; `[JIT]` is the shader code the software driver generated);
-- per photo, 1 - r and the mean relative error against the official depth that validate@A saved,
+- per photo, 1 - r and the mean relative error against the official depth that validate@CELL saved,
   so a faster setting can be checked to compute the same FP16 result;
 - the whole graph's throughput (its multiply-accumulates, from lint.json, per second of queue);
 - with --ops, the same for graphs of one op at this aspect's token count (the ViT's MLP matmul

@@ -6,7 +6,8 @@ Refuses, before changing anything, when: the git working tree is dirty; the pipe
 not up to date (`dvc status`); the catalog's version is not params.yaml's; any catalogued
 model failed a gate or no longer has its catalogued sha256; any model skipped the GPU check
 (validation.gpu: skip) unless --allow-unchecked-gpu; the catalog was built from stress
-weights (a model's source: random) unless --allow-stress; the version is older than the
+weights (a model's source: random) unless --allow-stress; a model's weights licence does not
+allow commercial use (core/licensing.py) unless --allow-noncommercial; the version is older than the
 newest published one; the version is already published with different files; or there is no
 publisher key (FARM_SIGNING_KEY, default ~/.config/da3-litert-farm/publisher.pem; `make keys`)
 unless --unsigned.
@@ -43,6 +44,7 @@ import yaml
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.cells import bundle_artifact
+from da3_litert_farm.core.licensing import catalog_license
 from da3_litert_farm.ops.catalog import shipped, shipped_files, validate_catalog
 from da3_litert_farm.ops.cache_check import check_cache
 from da3_litert_farm.client.remote import scheme
@@ -126,7 +128,7 @@ def interrupted_declaration(catalog: dict, status: str) -> bool:
 
 
 def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = False,
-                      allow_stress: bool = False) -> None:
+                      allow_stress: bool = False, allow_noncommercial: bool = False) -> None:
     """Every refusal that depends only on the local state; raises PublishError."""
     status = git("status", "--porcelain")
     if status.strip() and not interrupted_declaration(catalog, status):
@@ -160,6 +162,25 @@ def check_publishable(catalog: dict, version: str, allow_unchecked_gpu: bool = F
                            "(validation.gpu: skip); set validation.gpu: required and run `make farm`, or "
                            "publish anyway with --allow-unchecked-gpu (the catalog says they were not checked)")
     check_stress(catalog, allow_stress)
+    check_commercial(catalog, allow_noncommercial)
+
+
+def noncommercial(catalog: dict) -> dict[str, dict]:
+    """The license of each model whose weights do not allow commercial use, by model."""
+    licenses = {model: catalog_license(catalog, model) for model in catalog["sources"]}
+    return {model: lic for model, lic in licenses.items() if lic["commercial_use"] == "no"}
+
+
+def check_commercial(catalog: dict, allow_noncommercial: bool) -> None:
+    """An app team must never ship non-commercial weights in a commercial app by accident: they need the flag."""
+    if (found := noncommercial(catalog)) and not allow_noncommercial:
+        weights = "; ".join(f"the weights of models.{model} ({catalog['sources'][model]['checkpoint'].get('repo')}) "
+                            f"are {lic['weights']}" for model, lic in found.items())
+        raise PublishError(f"catalog {catalog['version']}: {weights}, which does not allow commercial use: an app "
+                           "that ships them must be non-commercial. Convert a preset whose weights allow it "
+                           "(README.md, Licence), or publish anyway with --allow-noncommercial "
+                           "(make publish ARGS=--allow-noncommercial); the catalog, every pull sidecar and "
+                           "`farm show` then say commercial_use: no")
 
 
 def check_catalog_in_git() -> None:
@@ -318,11 +339,20 @@ def push_target(remote: str | None) -> str:
         return f"the DVC remote {remote!r}" if remote else "the default DVC remote"
 
 
+def built_catalog() -> dict:
+    """The catalog `make farm` wrote; a fresh clone has none yet."""
+    try:
+        return json.loads(paths.CATALOG.read_text())
+    except FileNotFoundError:
+        raise PublishError(f"no catalog is built yet ({paths.CATALOG} does not exist): run `make farm` first, "
+                           "then commit and publish as README.md's Publish section says") from None
+
+
 def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_stress: bool = False,
-            unsigned: bool = False) -> str:
+            unsigned: bool = False, allow_noncommercial: bool = False) -> str:
     params = load_params()
-    catalog = json.loads(paths.CATALOG.read_text())
-    check_publishable(catalog, params.catalog.version, allow_unchecked_gpu, allow_stress)
+    catalog = built_catalog()
+    check_publishable(catalog, params.catalog.version, allow_unchecked_gpu, allow_stress, allow_noncommercial)
     key = None if unsigned else signing_key(key_path())[0]
     already = check_version(catalog, published_versions("."))
     origin = "origin" in git("remote").split()
@@ -357,6 +387,8 @@ def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_
                f"{len(catalog['bundles'])} bundle{'s' * (len(catalog['bundles']) != 1)}")
     if stress_warning(catalog):
         summary += " (STRESS WEIGHTS: --allow-stress)"
+    if noncommercial(catalog):
+        summary += f" (NON-COMMERCIAL WEIGHTS of {', '.join(noncommercial(catalog))}: --allow-noncommercial)"
     if not remote and scheme(committed_remote()[1]) == "local":
         summary += (f" to a folder on this machine ({committed_remote()[1]}): only this machine can pull it; "
                     "`make remote URL=...` points the committed remote at S3 or SSH")
@@ -382,12 +414,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="publish models whose GPU check was skipped (validation.gpu: skip)")
     parser.add_argument("--allow-stress", action="store_true",
                         help="publish a catalog built from stress weights (a model's source: random), for dry runs")
+    parser.add_argument("--allow-noncommercial", action="store_true",
+                        help="publish a catalog whose weights licence does not allow commercial use (CC BY-NC)")
     parser.add_argument("--unsigned", action="store_true",
                         help="publish without signing (no publisher key): the tag says unsigned, and apps that pin "
                              "a key refuse it")
     args = parser.parse_args(argv)
     try:
-        print(f"publish: {publish(args.remote, args.allow_unchecked_gpu, args.allow_stress, args.unsigned)}")
+        done = publish(args.remote, args.allow_unchecked_gpu, args.allow_stress, args.unsigned,
+                       args.allow_noncommercial)
+        print(f"publish: {done}")
     except (PublishError, SigningError, GitError, ParamsError, FileNotFoundError) as exc:
         print(f"publish: {exc}", file=sys.stderr)
         return 1

@@ -118,7 +118,7 @@ def light_checks(doc: dict, npu: tuple[str, ...] = ()) -> None:
     first build), not in each of the many builds the tests make."""
     doc["validation"]["gpu_modes"] = ["fp16"]
     doc["validation"]["gpu_mode_gates"] = {}
-    doc["npu"]["targets"] = doc["npu"]["simulate"] = list(npu)
+    doc["npu"]["targets"], doc["npu"]["simulate"] = list(npu), list(npu)  # two lists: YAML would alias one
 
 
 def new_farm(root: Path, weights: torch.nn.Module, aspects: dict, tiers: tuple[int, ...] = (SMALL_TIER,),

@@ -442,7 +442,7 @@ def test_a_key_or_a_value_the_schema_lacks_is_reported():
     text = (REPO / "params.yaml").read_text()
     planted = (text.replace("# repo: OWNER/NAME", "# repos: OWNER/NAME")
                .replace("# hub | local | random", "# hub | local | random | s3")
-               .replace("  max_mean_rel:", "  max_mean_relative:"))
+               .replace("  max_mean_rel:", "  max_mean_relative:", 1))  # validation's, the first
     assert disagreements(planted) == [
         "validation.max_mean_relative: not in the schema",
         "models.small.repos: not in the schema",

@@ -3,9 +3,9 @@
   farm versions --repo R
   farm show     --repo R --version V [--json] [--trust KEY.pub]
   farm select   --repo R --version V [--model M] (--aspect NAME | --camera WxH) [--long-side N | --max-gmac G]
-                [--trust KEY.pub]
+                [--soc SOC] [--trust KEY.pub]
   farm pull     --repo R --version V [--model M] (--aspect NAME | --camera WxH | --bundle)
-                [--long-side N | --max-gmac G] --out DIR
+                [--long-side N | --max-gmac G] [--soc SOC | --ai-pack] --out DIR
                 (--trust KEY.pub | --allow-unsigned) [--allow-stress]
   farm verify   DIR --trust KEY.pub
   farm diff     --repo R A B
@@ -58,6 +58,13 @@ the files of that long side, --max-gmac G those that cost at most G GMAC per inf
 latency budget), and the camera then picks among them; without either, among the largest file
 of each ratio (da3_litert_farm.core.aspects.within_tier).
 
+Phone NPUs (--soc SOC): where the farm compiled a cell for Qualcomm NPUs (params.yaml's npu.targets), --soc
+SM8650 picks that chip's file of the chosen cell instead of the GPU file (named ...-qualcomm-sm8650.tflite); its
+sidecar says which runtime libraries the app needs and which GPU file to fall back on. A chip the catalog has no file
+for gets the GPU file, and the reason line says so. `pull --ai-pack` writes, into --out, a Play AI pack of the chosen
+cell: every phone chip's file in its device group, the GPU file for every other device, and the device targeting
+configuration (docs/npu.md).
+
 `pull --bundle` writes a bundle instead: one per model and tier (named MODEL-TIER, e.g.
 small-896), one .tflite holding every aspect of that tier, a signature per aspect (signature
 key = aspect name), the weights stored once. --model and --long-side N name it; --long-side
@@ -92,6 +99,7 @@ from da3_litert_farm.client.trust import (TRUST_ENV, Release, Trust, TrustError,
                                           release_from_folder, short, write_release_folder)
 from da3_litert_farm.core import fileio
 from da3_litert_farm.core.aspects import Aspect, Shape, closest_aspect, within_tier
+from da3_litert_farm.client import npu_files
 from da3_litert_farm.core.cells import bundle_artifact
 from da3_litert_farm.core.licensing import catalog_license
 from da3_litert_farm.core.git import GitError
@@ -317,8 +325,10 @@ def _facts(catalog: dict, entry: dict) -> dict:
             "gpu": entry.get("gpu", {"checked": False, "reason": "catalog made before the farm ran a GPU check"})}
 
 
-def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str) -> dict:
+def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str, target: dict | None = None) -> dict:
+    """The sidecar of cell `entry`'s GPU file, or of its file compiled for an NPU (`target`, one of its npu targets)."""
     facts = _facts(catalog, entry)
+    shipped = npu_files.as_file(entry, target) if target else entry
     return {
         "sidecar_version": SIDECAR_VERSION,
         "model_file": model_file,
@@ -330,9 +340,10 @@ def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str)
         "aspect": entry["aspect"],
         "ratio": entry["ratio"],
         "selected": reason,
-        "sha256": entry["sha256"],
-        "bytes": entry["bytes"],
+        "sha256": shipped["sha256"],
+        "bytes": shipped["bytes"],
         **facts,
+        **npu_files.sidecar_part(entry, target, model_file_name(catalog, entry)),
         "license": catalog_license(catalog, entry["model"]),
         "stress_weights": stress_warning(catalog) is not None,
         "warning": stress_warning(catalog),
@@ -402,21 +413,70 @@ def trusted_catalog(repo: str, version: str, trust: Trust | None, allow_unsigned
     return check_catalog(signed_catalog), signature, release
 
 
+def pullable_catalog(repo: str, version: str, trust: Trust | None, allow_unsigned: bool,
+                     allow_stress: bool) -> tuple[dict, dict, Release | None]:
+    """trusted_catalog, refused when built from stress weights unless `allow_stress`."""
+    catalog, signature, release = trusted_catalog(repo, version, trust, allow_unsigned)
+    if stress_warning(catalog) and not allow_stress:
+        raise PullError(f"catalog {version} was built from stress weights: its models compute noise, not depth; "
+                        f"nothing was downloaded. Pull a catalog built from a trained checkpoint, or pass "
+                        f"--allow-stress for a dry run of the app's plumbing (the sidecar then says STRESS WEIGHTS)")
+    return catalog, signature, release
+
+
+def pull_ai_pack(repo: str, version: str, out: Path, aspect: str | None, camera: tuple[int, int] | None,
+                 remote: str | None, allow_stress: bool, trust: Trust | None, allow_unsigned: bool,
+                 long_side: int | None, max_gmac: float | None, model: str | None) -> str:
+    """Write a Play AI pack of the chosen cell into `out` (the pack's own folder, replaced whole on success and left
+    as it was on any failure): each phone chip's NPU file in its device group, the GPU file for every other device,
+    device_targeting_configuration.xml, the pack module's build.gradle.kts and ai-pack.json (what each file is).
+    Every file's sha256 is checked against the verified catalog before anything is placed."""
+    catalog, signature, _ = pullable_catalog(repo, version, trust, allow_unsigned, allow_stress)
+    entry, reason = choose(catalog, aspect, camera, long_side, max_gmac, model)
+    socs = npu_files.phone_chips(entry)
+    if not socs:
+        raise PullError(f"cell {entry['cell']} of catalog {version} has no file compiled for a phone's NPU (the farm's "
+                        f"npu.targets), so an AI pack would hold the GPU file alone: pull that without --ai-pack")
+    pack = npu_files.ai_pack_name(catalog, entry)
+    layout = npu_files.ai_pack_layout(pack, socs)  # path -> chip (None: the GPU file)
+    files = {path: npu_files.as_file(entry, entry["npu"]["targets"][soc]) if soc else entry
+             for path, soc in layout.items()}
+    needed = sum(f["bytes"] for f in files.values()) + SPACE_MARGIN
+    if _free(out) < needed:
+        raise no_space(out, pack, needed, _free(out))
+    with fileio.atomic_dir(out) as staging:
+        for path, f in files.items():
+            staged = staging / path
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                download(f["file"], repo, tag_for(version), remote, staged)
+            except RemoteError as exc:
+                raise PullError(f"cannot download {f['file']} of catalog {version}: {exc}") from None
+            if (digest := fileio.sha256_file(staged)) != f["sha256"]:
+                raise PullError(f"sha256 mismatch for {f['file']} (catalog {version}): downloaded {digest}, catalog "
+                                f"says {f['sha256']}; the remote copy is corrupt or tampered. {out} was left untouched")
+        (staging / "device_targeting_configuration.xml").write_text(npu_files.targeting_config(socs))
+        (staging / pack / "build.gradle.kts").write_text(npu_files.ai_pack_gradle(pack))
+        fileio.write_json(staging / "ai-pack.json", {"pack": pack, "selected": reason, "signature": signature, "groups": {
+            path: sidecar(catalog, entry, repo, reason, Path(path).name, entry["npu"]["targets"][soc] if soc else None)
+            for path, soc in layout.items()}})
+    return f"{reason}\n{npu_files.describe_pack(out, pack, socs)}\n{_signature_line(signature)}"
+
+
 def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
          remote: str | None = None, bundle: bool = False, allow_stress: bool = False, trust: Trust | None = None,
          allow_unsigned: bool = False, long_side: int | None = None, max_gmac: float | None = None,
-         model: str | None = None) -> tuple[Path, str]:
+         model: str | None = None, soc: str | None = None) -> tuple[Path, str]:
     """Verify the release's signature, download, check the file's sha256, then place the model (or the bundle of
     `model` at tier `long_side`) and its sidecar in `out` (and, when verified, the release folder). Returns (model
     path, reason)."""
     if bundle and max_gmac is not None:
         raise PullError("--max-gmac chooses one file for a --camera; --bundle holds every aspect of one tier "
                         "(--long-side names the tier)")
-    catalog, signature, release = trusted_catalog(repo, version, trust, allow_unsigned)
-    if stress_warning(catalog) and not allow_stress:
-        raise PullError(f"catalog {version} was built from stress weights: its models compute noise, not depth; "
-                        f"nothing was downloaded. Pull a catalog built from a trained checkpoint, or pass "
-                        f"--allow-stress for a dry run of the app's plumbing (the sidecar then says STRESS WEIGHTS)")
+    if bundle and soc:
+        raise PullError("--soc picks one cell's file compiled for that chip's NPU; a bundle is for the GPU (docs/npu.md: "
+                        "bundles): pull with --camera or --aspect")
+    catalog, signature, release = pullable_catalog(repo, version, trust, allow_unsigned, allow_stress)
     if bundle:
         entry, reason = choose_bundle(catalog, model, long_side)
         name = bundle_file_name(catalog, entry)
@@ -424,7 +484,12 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
     else:
         entry, reason = choose(catalog, aspect, camera, long_side, max_gmac, model)
         name = model_file_name(catalog, entry)
-        document = sidecar(catalog, entry, repo, reason, name)
+        target, why = npu_files.for_chip(entry, soc) if soc else (None, None)
+        reason = f"{reason}\n{why}" if why else reason
+        if target is not None:
+            name = npu_files.npu_file_name(catalog, entry, target["soc"])
+        document = sidecar(catalog, entry, repo, reason, name, target)
+        entry = npu_files.as_file(entry, target) if target else entry  # the file to download and check
     release_dir = release_folder_name(catalog) if signature["verified"] else None
     document["signature"] = {**signature, **({"release_folder": release_dir} if release_dir else {})}
     if out.is_dir():
@@ -628,10 +693,13 @@ def _expected_sidecar(catalog: dict, name: str, actual: dict) -> dict | None:
     if bundle is not None:
         expected = bundle_sidecar(catalog, repo, name, bundle["bundle"])
     else:
-        entry = next((m for m in catalog["models"] if model_file_name(catalog, m) == name), None)
-        if entry is None:
+        files = {model_file_name(catalog, m): (m, None) for m in catalog["models"]}
+        files.update((npu_files.npu_file_name(catalog, m, soc), (m, t)) for m in catalog["models"]
+                     for soc, t in npu_files.compiled_for(m).items())
+        if name not in files:
             return None
-        expected = sidecar(catalog, entry, repo, actual.get("selected", ""), name)
+        entry, target = files[name]
+        expected = sidecar(catalog, entry, repo, actual.get("selected", ""), name, target)
     expected["catalog"]["repo"] = repo  # as the sidecar has it: public_repo() of what the pull was given
     return expected
 
@@ -748,6 +816,8 @@ def build_parser() -> argparse.ArgumentParser:
             tier.add_argument("--max-gmac", type=positive(float), metavar="G",
                               help="with --camera: choose among the files that cost at most G billion "
                                    "multiply-accumulates per inference (the closest ratio; ties to the larger)")
+            p.add_argument("--soc", metavar="SOC", help="the phone's Qualcomm chip, e.g. SM8650: the chosen cell's file "
+                                                        "compiled for its NPU (a chip without one: the GPU file)")
             return which
 
     def trusting(p, unsigned=True):
@@ -776,6 +846,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(p).add_argument("--bundle", action="store_true",
                            help="the bundle of the model at one tier: every aspect in one file, a signature "
                                 "per aspect")
+    p.add_argument("--ai-pack", action="store_true",
+                   help="write a Play AI pack of the chosen cell into --out: each compiled phone chip's NPU file in "
+                        "its device group, the GPU file for every other device, device_targeting_configuration.xml")
     p.add_argument("--out", required=True, type=Path, help="target directory (created if missing)")
     p.add_argument("--remote", help="DVC remote name to download from (default: the repository's default)")
     p.add_argument("--allow-stress", action="store_true",
@@ -822,7 +895,9 @@ def main(argv: list[str] | None = None) -> int:
             catalog, signature, _ = trusted_catalog(args.repo, args.version, load_trust(args.trust, args.trust_config),
                                                     args.allow_unsigned, required=False)
             entry, reason = choose(catalog, args.aspect, args.camera, args.long_side, args.max_gmac, args.model)
-            print(f"{reason}\n{entry['cell']}: {entry['file']} sha256 {entry['sha256']}")
+            target, why = npu_files.for_chip(entry, args.soc) if args.soc else (None, None)
+            shown = npu_files.as_file(entry, target) if target else entry
+            print(f"{reason}\n{why + chr(10) if why else ''}{entry['cell']}: {shown['file']} sha256 {shown['sha256']}")
             bundle = bundle_of(catalog, entry)
             if bundle:
                 print(f"in the bundle {bundle['bundle']}: signature {entry['aspect']!r} of {bundle['file']} "
@@ -830,9 +905,17 @@ def main(argv: list[str] | None = None) -> int:
             print(_signature_line(signature))
             _warn(stress_warning(catalog))
         elif args.command == "pull":
+            if args.ai_pack:
+                if args.bundle or args.soc:
+                    raise PullError("--ai-pack holds the chosen cell's file for every compiled chip and the GPU file: "
+                                    "name the cell with --camera or --aspect, without --bundle or --soc")
+                print(pull_ai_pack(args.repo, args.version, args.out, args.aspect, args.camera, args.remote,
+                                   args.allow_stress, load_trust(args.trust, args.trust_config), args.allow_unsigned,
+                                   args.long_side, args.max_gmac, args.model))
+                return 0
             path, reason = pull(args.repo, args.version, args.out, args.aspect, args.camera, args.remote,
                                 args.bundle, args.allow_stress, load_trust(args.trust, args.trust_config),
-                                args.allow_unsigned, args.long_side, args.max_gmac, args.model)
+                                args.allow_unsigned, args.long_side, args.max_gmac, args.model, args.soc)
             document = json.loads(Path(f"{path}.json").read_text())
             print(f"{reason}\nwrote {path} (sha256 verified) and {path.name}.json")
             print(_signature_line(document["signature"]))

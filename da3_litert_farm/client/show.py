@@ -282,6 +282,18 @@ def _gpu(m: dict) -> dict:
             **({"recommended_mode": gpu["recommended_mode"]["mode"]} if gpu.get("recommended_mode") else {})}
 
 
+def _npu(m: dict) -> dict:
+    """Each chip's NPU file of a cell: size, ops on the NPU and, where simulated, fidelity ({}: none compiled)."""
+    npu = m.get("npu") or {}
+    return {soc: {"megabytes": round(t["bytes"] / 1e6, 2), "htp_arch": t["htp_arch"], "ops_on_npu": t["ops_on_npu"],
+                  "ops_total": t["ops_total"], "partitions": t["partitions"],
+                  "simulator": {"one_minus_pearson": 1 - t["simulator"]["pearson_min"],
+                                "mean_rel_max": t["simulator"]["mean_rel_max"],
+                                "vs_cpu_one_minus_pearson": 1 - t["simulator"]["vs_cpu"]["pearson_min"]}
+                  if t.get("simulator") else None}
+            for soc, t in (npu.get("targets") or {}).items()} if npu.get("compiled") else {}
+
+
 def _outputs(catalog: dict) -> list[dict]:
     """What the files' outputs mean, each distinct meaning once, with the models whose files give it."""
     seen: list[dict] = []
@@ -318,7 +330,7 @@ def summary(catalog: dict) -> dict:
              "cpu": {"one_minus_pearson": 1 - m["fidelity"]["pearson_min"],
                      "mean_rel_max": m["fidelity"]["mean_rel_error_max"],
                      "photos": sorted(m["fidelity"]["photos"])},
-             "gpu": _gpu(m)}
+             "gpu": _gpu(m), "npu": _npu(m)}
             for m in ladder(catalog["models"])]
     return {
         "name": catalog["name"], "version": catalog["version"], "created": catalog.get("created"),
@@ -358,6 +370,12 @@ def format_summary(s: dict) -> str:
             lines.append(f"{'':<{lead}} {'':>9} {'':>7} {'':>6} {'':>7}  {'':<12}  {'':>8} {'':>8}  "
                          f"{m['one_minus_pearson']:>8.1e} {m['mean_rel_max']:>8.1e}  in GPU mode {mode}"
                          + (" (recommended)" if mode == gpu.get("recommended_mode") else ""))
+        for soc, n in r["npu"].items():  # the cell's files compiled for Qualcomm NPUs (farm pull --soc)
+            sim = n["simulator"]
+            lines.append(f"{'':<{lead}} NPU {soc} (HTP {n['htp_arch']}): {n['megabytes']:.2f} MB, {n['ops_on_npu']}/"
+                         f"{n['ops_total']} ops in {n['partitions']} partition; "
+                         + (f"HTP simulator 1-r {sim['one_minus_pearson']:.1e} rel {sim['mean_rel_max']:.1e} (vs the "
+                            f"CPU file 1-r {sim['vs_cpu_one_minus_pearson']:.1e})" if sim else "not simulated"))
     for b in s["bundles"]:
         lines.append(f"bundle {b['bundle']}: {b['megabytes']:.2f} MB, sha256 {b['sha256'][:12]}, signatures "
                      f"{', '.join(b['signatures'])}")

@@ -29,7 +29,7 @@ from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.aspects import ASPECT_NAME, BUNDLE, MAX_SIDE, MIN_SIDE, PATCH, Aspect, AspectError, \
     plan_aspect
-from da3_litert_farm.core.cells import MAX_MODEL_NAME, MODEL_NAME, Cell
+from da3_litert_farm.core.cells import MAX_MODEL_NAME, MODEL_NAME, NPU_MARK, Cell
 from da3_litert_farm.core.gpu_modes import APP_MODES, DEFAULT_MODE
 from da3_litert_farm.core.npu_targets import QUALCOMM, simulable
 from da3_litert_farm.core.models import DEFAULT_PRESET, NOT_CONVERTED, OUTPUTS, PRESETS, Preset
@@ -206,6 +206,9 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
         cells = _cells(models, tiers, raw["aspects"])
     except AspectError as exc:
         raise ParamsError(str(exc)) from None
+    if named := [a for a in raw["aspects"] if NPU_MARK in a]:
+        raise ParamsError(f"aspects.{named[0]}: an aspect name may not hold {NPU_MARK!r}, which names a cell's NPU "
+                          f"files among a catalog's (CELL{NPU_MARK}SOC, core.cells.npu_artifact)")
     _check_tensor_plan(raw["max_tensor_mib"], cells)
     v, c = raw["validation"], raw["catalog"]
     photos, gpu_photos = tuple(v["photos"]), tuple(v["gpu_photos"])

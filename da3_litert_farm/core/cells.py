@@ -14,6 +14,7 @@ from da3_litert_farm.core.aspects import BUNDLE, Aspect, Shape
 
 MODEL_NAME = r"^[a-z0-9][a-z0-9_]*$"  # part of cell, file and git-tag names: no '-' (the cell name's separator)
 MAX_MODEL_NAME = 32
+NPU_MARK = "-npu-"  # no aspect name holds it, so no cell's name is another's NPU file
 _CELL = re.compile(r"^([a-z0-9][a-z0-9_]*)-([0-9]+)-(.+)$")
 
 
@@ -69,6 +70,12 @@ def bundle_artifact(bundle: str) -> str:
     """A bundle's name among a catalog's files (artifact names, git tags): MODEL-TIER-bundle, which no cell's name
     can be, since no aspect may be named `bundle` (core.aspects.BUNDLE)."""
     return f"{bundle}-{BUNDLE}"
+
+
+def npu_artifact(cell: str, soc: str) -> str:
+    """A cell's file compiled for a Qualcomm chip among a catalog's files (artifact names, git tags):
+    CELL-npu-SOC, e.g. small-896-9x16-npu-sm8650."""
+    return f"{cell}{NPU_MARK}{soc.lower()}"
 
 
 def split_cell(name: str) -> tuple[str, int, str]:

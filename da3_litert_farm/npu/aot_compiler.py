@@ -92,30 +92,28 @@ def compile_for(model: Path, soc: str, out_file: Path) -> Compiled:
 
 def cpu_ops(compiled: Path) -> list[str]:
     """The ops of a compiled file that are not NPU partitions (they would run on the CPU), by name."""
-    model = flatbuffer_utils.read_model(str(compiled))
-    names = []
-    for graph in model.subgraphs:
-        for op in graph.operators:
-            name = _op_name(model, op)
-            if name != DISPATCH_OP:
-                names.append(name)
-    return names
+    return [name for _, _, _, name in _ops(compiled) if name != DISPATCH_OP]
 
 
 def partitions(compiled: Path) -> list[Partition]:
     """Every NPU partition of a compiled file, from its DISPATCH_OPs' options."""
-    model = flatbuffer_utils.read_model(str(compiled))
     found = []
-    for graph in model.subgraphs:
-        for op in graph.operators:
-            if _op_name(model, op) != DISPATCH_OP:
-                continue
+    for _, graph, op, name in _ops(compiled):
+        if name == DISPATCH_OP:
             options = flexbuffers.Loads(bytes(op.customOptions))
             tensors = lambda indices: [(graph.tensors[i].name.decode(), [int(d) for d in graph.tensors[i].shape])
                                        for i in indices if i >= 0]
             found.append(Partition(options["name"], int(options["bytecode_offset"]), int(options["bytecode_size"]),
                                    tensors(op.inputs), tensors(op.outputs)))
     return found
+
+
+def _ops(compiled: Path):
+    """(model, subgraph, op, op name) for every op of the file."""
+    model = flatbuffer_utils.read_model(str(compiled))
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            yield model, graph, op, _op_name(model, op)
 
 
 def _op_name(model, op) -> str:

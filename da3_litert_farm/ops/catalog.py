@@ -20,7 +20,7 @@ from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.config.params import Params, validator_for
 from da3_litert_farm.core.gpu_modes import APP_SETTING, RECOMMENDATION_RULE
-from da3_litert_farm.core.cells import bundle_artifact, split_bundle
+from da3_litert_farm.core.cells import bundle_artifact, npu_artifact, split_bundle
 from da3_litert_farm.core.licensing import license_entry
 from da3_litert_farm.core.models import output_entry
 from da3_litert_farm.core.photos import PREPROCESSING
@@ -211,9 +211,11 @@ def bundle_entry(bundle: str, models: list[dict]) -> dict:
 
 
 def shipped(catalog: dict) -> dict[str, dict]:
-    """Every file a catalog ships, by its key: each cell's file by the cell's name, each bundle by
-    core.cells.bundle_artifact (MODEL-TIER-bundle)."""
+    """Every file a catalog ships, by its key: each cell's file by the cell's name, its NPU files by
+    core.cells.npu_artifact (CELL-npu-SOC), each bundle by core.cells.bundle_artifact (MODEL-TIER-bundle)."""
     files = {m["cell"]: m for m in catalog["models"]}
+    files.update((npu_artifact(m["cell"], soc), {**t, "cell": m["cell"]}) for m in catalog["models"]
+                 for soc, t in (m.get("npu") or {}).get("targets", {}).items())
     files.update((bundle_artifact(b["bundle"]), b) for b in catalog.get("bundles", []))
     return files
 

@@ -43,7 +43,7 @@ import yaml
 
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio, paths
-from da3_litert_farm.core.cells import bundle_artifact
+from da3_litert_farm.core.cells import bundle_artifact, npu_artifact
 from da3_litert_farm.core.licensing import catalog_license
 from da3_litert_farm.ops.catalog import shipped, shipped_files, validate_catalog
 from da3_litert_farm.ops.cache_check import check_cache
@@ -90,6 +90,17 @@ def artifacts_section(catalog: dict) -> dict:
         }
         for m in catalog["models"]
     }
+    for m in catalog["models"]:
+        for soc, t in (m.get("npu") or {}).get("targets", {}).items():
+            section[artifact_name(catalog, npu_artifact(m["cell"], soc))] = {
+                "path": t["file"],
+                "type": "model",
+                "desc": f"{m['output']['model']} {m['output']['kind']}, {m['height']}x{m['width']} (HxW), compiled "
+                        f"ahead of time for the NPU of Qualcomm {soc} ({t['product']}, HTP {t['htp_arch']})",
+                "labels": labels + ["npu", "qualcomm", soc.lower()],
+                "meta": {"cell": m["cell"], "soc": soc, "htp_arch": t["htp_arch"], "shape": m["input"]["shape"],
+                         "sha256": t["sha256"], "catalog_version": catalog["version"]},
+            }
     for b in catalog["bundles"]:
         section[artifact_name(catalog, bundle_artifact(b["bundle"]))] = {
             "path": b["file"],
@@ -382,9 +393,11 @@ def publish(remote: str | None = None, allow_unchecked_gpu: bool = False, allow_
     tags = planned_tags(catalog, signed)
     made = make_tags(catalog, tags)
     tag = tag_for(catalog["version"])
+    npu = len(shipped(catalog)) - len(catalog["models"]) - len(catalog["bundles"])  # cells' files for NPUs
+    files = (f"{len(catalog['models'])} file{'s' * (len(catalog['models']) != 1)}"
+             + (f", {npu} NPU file{'s' * (npu != 1)}" if npu else ""))
     summary = (f"{'re-pushed' if already and not made else 'published'} {catalog['name']} {catalog['version']} "
-               f"as {tag}: {len(catalog['models'])} file{'s' * (len(catalog['models']) != 1)} and "
-               f"{len(catalog['bundles'])} bundle{'s' * (len(catalog['bundles']) != 1)}")
+               f"as {tag}: {files} and {len(catalog['bundles'])} bundle{'s' * (len(catalog['bundles']) != 1)}")
     if stress_warning(catalog):
         summary += " (STRESS WEIGHTS: --allow-stress)"
     if noncommercial(catalog):

@@ -13,7 +13,7 @@ export DVC_NO_ANALYTICS := 1
 # sorts above plain 2.13.0). Empty (the default): the configured index alone.
 TORCH_INDEX ?=
 
-.PHONY: help farm report test bench bench-gpu bench-npu bench-build bench-install publish remote gpu-adapter test-long browser ssh-server dvc-yaml keys clean-venv
+.PHONY: help demo clean-demo farm report test bench bench-gpu bench-npu bench-build bench-install publish remote gpu-adapter test-long browser ssh-server dvc-yaml keys clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
@@ -51,6 +51,14 @@ farm: $(STAMP)  ## build the catalog and its report: the venv, then dvc repro (J
 	$(BIN)/python -m stages.params
 	$(BIN)/python -m da3_litert_farm.gpu.gpu_setup --unless-skipped
 	$(if $(JOBS),$(BIN)/python -m da3_litert_farm.ops.build --jobs $(JOBS),$(BIN)/python -m da3_litert_farm.ops.farm_lock $(BIN)/python -m da3_litert_farm.ops.atomic_dvc repro)
+
+# The whole loop offline in minutes, under .demo/ (git ignores it): a small farm from stress weights built, signed
+# with a throwaway key, published to a local remote and pulled for a phone camera (da3_litert_farm/dev/demo.py).
+demo: gpu-adapter  ## the whole loop in minutes, offline, from stress weights: build, sign, publish, pull (in .demo/)
+	$(BIN)/python -m da3_litert_farm.dev.demo
+
+clean-demo:  ## remove what make demo made (.demo/)
+	rm -rf .demo
 
 # The farm (artifacts/report/index.html is its last stage), then the page checked in headless
 # Chromium from disk, and its screenshot: artifacts/report/screenshot.png. Opens no window.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from da3_litert_farm.config import stage
+from da3_litert_farm.config.npu_plan import npu_plan
 from da3_litert_farm.config.params import write_checked
 from da3_litert_farm.core.tensor_plan import MIB, plan_tensors
 
@@ -24,6 +25,7 @@ def check(run: stage.Run) -> None:
         chunked = f", attention in chunks of {plan.query_chunk} queries" if plan.query_chunk else ""
         print(f"{c.name:>{width}}  {c.preset}  ratio {c.ratio:>7}  H x W = {c.height} x {c.width}  largest GPU "
               f"tensor {plan.largest_bytes / MIB:.1f} MiB ({plan.largest_name}){chunked}")
+    print("\n".join(npu_plan(params)))
 
 
 def flags(parser) -> None:

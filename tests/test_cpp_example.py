@@ -157,3 +157,28 @@ def test_a_bundle_can_prepare_only_the_signature_an_app_runs(built, accelerator)
         outputs[only] = model.outputs[0].read()
         model.close()
     np.testing.assert_array_equal(outputs[True], outputs[False])
+
+
+def test_cpp_runs_an_npu_file_or_falls_back_to_the_gpu_file(built, tmp_path):
+    """`npu NPU_FILE GPU_FILE`: the file compiled for a Qualcomm chip where LiteRT's NPU runtime exists (on a phone);
+    on this x86 machine it has no dispatch library, so the program says so and runs the cell's GPU file instead,
+    giving exactly what the GPU file gives on the GPU."""
+    from da3_litert_farm.npu.aot_compiler import compile_for
+
+    binary, bundle, _ = built
+    gpu_file = bundle.parent / "land.tflite"
+    npu_file = tmp_path / "land-SM8650.tflite"
+    assert compile_for(gpu_file, "SM8650", npu_file).fully_on_npu
+    x = preprocess(load_photo("coffee"), *SHAPES["land"])
+    x.tofile(tmp_path / "in.f32")
+    prepare_environment()
+    env = {**os.environ, "LD_LIBRARY_PATH": str(LIBDIR)}
+    run = run_cpp(binary, npu_file, "serving_default", tmp_path / "in.f32", tmp_path / "npu.f32", "npu", gpu_file,
+                  env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"da3_depth: no NPU runtime for {npu_file}; running {gpu_file} on the GPU" in run.stderr
+    assert "on the gpu" in run.stdout
+    direct = run_cpp(binary, gpu_file, "serving_default", tmp_path / "in.f32", tmp_path / "gpu.f32", "gpu", env=env)
+    assert direct.returncode == 0, direct.stderr[-2000:]
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "npu.f32", np.float32),
+                                  np.fromfile(tmp_path / "gpu.f32", np.float32))

@@ -1,13 +1,16 @@
 // Runs one signature of a farm .tflite (a single file or the bundle) with LiteRT's C API.
 //
 //   da3_depth MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 [cpu|gpu|gpu-fp32-accum]
+//   da3_depth NPU_MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 npu GPU_MODEL.tflite
 //
 // INPUT.f32 is the preprocessed input, raw float32 [1, 3, H, W] (NCHW, ImageNet-normalized: see
 // docs/app-integration.md); OUTPUT.f32 gets the raw float32 [1, 1, H, W] depth. SIGNATURE is a signature key
 // ("9x16", ...; a single file's own key is "serving_default"). `gpu` asks for the GPU accelerator in its
 // default precision (FP16), `gpu-fp32-accum` for FP16 storage with FP32 accumulation (the mode a sidecar's
 // gpu.recommended_mode names when it is closer to the official model); both fall back to the CPU when the
-// GPU accelerator cannot be created. Prints the shapes and the accelerator that ran.
+// GPU accelerator cannot be created. `npu` runs a file compiled for the phone's Qualcomm chip (farm pull --soc) on
+// LiteRT's NPU runtime; where that runtime or its Qualcomm libraries are missing (any machine but such a phone), it
+// runs GPU_MODEL, the cell's GPU file, on the GPU instead (or the CPU). Prints the shapes and the accelerator that ran.
 //
 // Build: examples/cpp/build.sh (g++ against the libLiteRt.so of the ai-edge-litert wheel).
 #include <cstdio>
@@ -109,9 +112,12 @@ bool Compile(Handles* h, const char* key, LiteRtHwAcceleratorSet accelerators, i
   return ok;
 }
 
+constexpr int kNoNpu = 3;  // Run's status when the NPU runtime cannot compile the model
+
 // want_gpu: the GPU accelerator, in `gpu_precision` (kLiteRtDelegatePrecision*; 0: the accelerator's default).
+// want_npu: the NPU accelerator only (a compiled file has nothing else to run on); kNoNpu where it is missing.
 int Run(const char* model_path, const char* key, const char* input_path, const char* output_path, bool want_gpu,
-        int gpu_precision) {
+        int gpu_precision, bool want_npu = false) {
   Handles h;
   if (!Ok(LiteRtCreateEnvironment(0, nullptr, &h.env), "LiteRtCreateEnvironment") ||
       !Ok(LiteRtCreateModelFromFile(h.env, model_path, &h.model), "LiteRtCreateModelFromFile"))
@@ -170,7 +176,10 @@ int Run(const char* model_path, const char* key, const char* input_path, const c
 
   // GPU where asked and available, else the CPU (XNNPACK): a phone without the GPU accelerator still runs.
   const char* ran_on = "cpu";
-  if (want_gpu && Compile(&h, key, kLiteRtHwAcceleratorGpu, gpu_precision)) {
+  if (want_npu) {
+    if (!Compile(&h, key, kLiteRtHwAcceleratorNpu)) return kNoNpu;
+    ran_on = "npu";
+  } else if (want_gpu && Compile(&h, key, kLiteRtHwAcceleratorGpu, gpu_precision)) {
     ran_on = gpu_precision == kLiteRtDelegatePrecisionFp16WithFp32Accum ? "gpu (fp16, fp32 accumulation)" : "gpu";
   } else {
     if (want_gpu) std::fprintf(stderr, "da3_depth: no GPU accelerator; running on the CPU\n");
@@ -208,11 +217,18 @@ int Run(const char* model_path, const char* key, const char* input_path, const c
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 7 && std::strcmp(argv[5], "npu") == 0) {
+    const int status = Run(argv[1], argv[2], argv[3], argv[4], false, 0, true);
+    if (status != kNoNpu) return status;
+    std::fprintf(stderr, "da3_depth: no NPU runtime for %s; running %s on the GPU\n", argv[1], argv[6]);
+    return Run(argv[6], argv[2], argv[3], argv[4], true, 0);
+  }
   const char* where = argc == 6 ? argv[5] : "cpu";
   const bool accum = std::strcmp(where, "gpu-fp32-accum") == 0;
   const bool gpu = accum || std::strcmp(where, "gpu") == 0;
   if ((argc != 5 && argc != 6) || (!gpu && std::strcmp(where, "cpu") != 0)) {
-    std::fprintf(stderr, "usage: %s MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 [cpu|gpu|gpu-fp32-accum]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.tflite SIGNATURE INPUT.f32 OUTPUT.f32 [cpu|gpu|gpu-fp32-accum | npu "
+                 "GPU_MODEL.tflite]\n", argv[0]);
     return 2;
   }
   return Run(argv[1], argv[2], argv[3], argv[4], gpu, accum ? kLiteRtDelegatePrecisionFp16WithFp32Accum : 0);

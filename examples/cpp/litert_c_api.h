@@ -30,7 +30,7 @@ typedef size_t LiteRtParamIndex;
 typedef int LiteRtHwAcceleratorSet;  // a bit set of LiteRtHwAccelerators
 
 enum : int { kLiteRtStatusOk = 0 };
-enum : int { kLiteRtHwAcceleratorCpu = 1 << 0, kLiteRtHwAcceleratorGpu = 1 << 1 };
+enum : int { kLiteRtHwAcceleratorCpu = 1 << 0, kLiteRtHwAcceleratorGpu = 1 << 1, kLiteRtHwAcceleratorNpu = 1 << 2 };
 // LiteRtDelegatePrecision (LiteRT 2.2+): what the GPU accelerator's "precision" option takes.
 enum : int {
   kLiteRtDelegatePrecisionFp16 = 1,

@@ -21,8 +21,8 @@ def test_the_demo_builds_signs_publishes_and_pulls_for_a_phone(tmp_path):
                            "--aspects", "9x16"], capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
-    assert [int(n) for n in re.findall(r"^\[(\d)\] ", out, re.M)] == [1, 2, 3, 4, 5, 6]
-    assert len(re.findall(r"^    done in \d+ s$", out, re.M)) == 6
+    assert [int(n) for n in re.findall(r"^\[(\d)\] ", out, re.M)] == [1, 2, 3, 4, 5, 6, 7]
+    assert len(re.findall(r"^    done in \d+ s$", out, re.M)) == 7
     for stage in ("patch", "export", "quantize", "validate", "npu", "gpu"):
         assert f"Running stage '{stage}@small-112-9x16'" in out, stage
     assert "INFO: [" not in out  # LiteRT's native logging stays in build.log
@@ -36,6 +36,7 @@ def test_the_demo_builds_signs_publishes_and_pulls_for_a_phone(tmp_path):
     for model in (gpu, npu):
         side = json.loads(model.with_name(f"{model.name}.json").read_text())
         assert side["signature"]["verified"] and side["stress_weights"], side["signature"]
+    assert f"verified 2 files and their sidecars in {assets} against catalog 0.1.0" in out
     assert (root / "farm/artifacts/report/index.html").is_file() and str(root / "farm/artifacts/report") in out
     after = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
     assert after == before  # nothing written into this checkout

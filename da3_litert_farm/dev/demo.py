@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         run(pull, root, env)
     with Step(6, f"... and the one compiled for a Snapdragon 8 Gen 3's NPU (--soc {SOC})"):
         run([*pull, "--soc", SOC], root, env)
+    with Step(7, "later, offline: the app's files and sidecars checked against the signed release"):
+        run([farm_cli, "verify", app, "--trust", keys / "publisher.pub"], root, env)
     print(f"\nDone in {time.time() - started:.0f} s. The report: {farm / 'artifacts/report/index.html'}\n"
           f"The app's assets: {app}. Every file here computes noise (stress weights). "
           f"`make clean-demo` removes {root}.")

@@ -163,10 +163,20 @@ def other_modes(gpu: dict) -> str:
                      for mode, m in gpu.get("modes", {}).items()) or "-"
 
 
+def npu_chips(model: dict) -> str:
+    """The Qualcomm chips a cell was compiled for, each simulated one with its figures against the official model."""
+    npu = model.get("npu") or {}
+    if not npu.get("compiled"):
+        return "-"
+    return ", ".join(soc + (f" ({sci(1 - t['simulator']['pearson_min'])}, {sci(t['simulator']['mean_rel_max'])})"
+                            if t.get("simulator") else "") for soc, t in npu["targets"].items())
+
+
 def models_table(records: list[dict]) -> str:
     head = ("cell", "H x W", "MB", "sha256", "GMACs", "CPU ms", "GPU s", "export peak MiB", "CPU 1 - r",
             "CPU mean rel", "GPU 1 - r", "GPU mean rel",
-            "GPU adapter, precision", "other GPU modes: 1 - r, mean rel", f"seconds: {' / '.join(PER_CELL_STAGES)}")
+            "GPU adapter, precision", "other GPU modes: 1 - r, mean rel",
+            "NPU chips (HTP simulator: 1 - r, mean rel)", f"seconds: {' / '.join(PER_CELL_STAGES)}")
     rows = []
     for r in records:
         m, gpu = r["model"], r["gpu"]
@@ -181,7 +191,7 @@ def models_table(records: list[dict]) -> str:
             (f"{gpu['adapter']['name'].split(' (')[0]}, {gpu['precision']}"
              + (" (recommended)" if gpu.get("modes") and gpu["recommended_mode"] == gpu["precision"] else "")
              if checked else f"skipped: {gpu['reason']}", False),
-            (other_modes(gpu), False), (seconds, True)]) + "</tr>")
+            (other_modes(gpu), False), (npu_chips(m), False), (seconds, True)]) + "</tr>")
     header = "".join(f"<th>{esc(h)}</th>" for h in head)
     return f'<table id="models"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 

@@ -28,7 +28,6 @@ from da3_litert_farm.model.weights import write_hub_layout
 from tests.farm_repo import BUNDLE_STAGE, CHECKPOINT_STAGE, SMALL_ASPECTS, Farm, chain, new_farm
 
 SMALL = (126, 224)  # H x W: 9 x 16 patches, landscape
-FIRST_BUILD_NPU = ("SM8650",)  # the chip the first build compiles each cell for (seconds at SMALL)
 # SwiftShader, a software Vulkan driver without FP16 arithmetic, inside Debian's chromium (which `make test`
 # installs for the report's check): the adapter the GPU check must refuse.
 SWIFTSHADER_ICD = Path("/usr/lib/chromium/vk_swiftshader_icd.json")
@@ -125,9 +124,9 @@ class FirstBuild:
 
 @pytest.fixture(scope="session")
 def first_build(tmp_path_factory, stress_net) -> FirstBuild:
-    """Two small aspects built from nothing by a plain sequential `dvc repro`, each also compiled for and simulated
-    as one Qualcomm chip (FIRST_BUILD_NPU)."""
-    farm = new_farm(tmp_path_factory.mktemp("farm"), stress_net, SMALL_ASPECTS, npu=FIRST_BUILD_NPU)
+    """Two small aspects built from nothing by a plain sequential `dvc repro` (no NPU files: test_npu_delivery.py
+    builds those)."""
+    farm = new_farm(tmp_path_factory.mktemp("farm"), stress_net, SMALL_ASPECTS)
     ran, _ = farm.repro()
     assert ran == {"params", CHECKPOINT_STAGE, BUNDLE_STAGE, "catalog", "report"} | chain("a", "b")
     return FirstBuild(farm, farm.lock(), farm.catalog())

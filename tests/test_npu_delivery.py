@@ -10,6 +10,7 @@ import pytest
 from ai_edge_litert.aot.ai_pack import export_lib
 from ai_edge_litert.aot.vendors.qualcomm import target as qualcomm
 
+from da3_litert_farm.core import paths
 from da3_litert_farm.core.fileio import sha256_file
 from tests.fault_farm import copy_farm
 from tests.test_publish_pull import ALLOW, farm_cli, run
@@ -31,6 +32,29 @@ def npu_farm(module_dir, fault_template):
     out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW, cwd=farm.root, env=farm.env)
     assert "as catalog/v0.1.0: 3 files, 6 NPU files and 1 bundle" in out
     return farm
+
+
+def test_every_cell_is_compiled_for_each_chip_and_checked_on_the_simulator(npu_farm):
+    """Each cell's shipped file compiled for CHIPS, all in one NPU partition, the simulated chip within the NPU gates
+    of params.yaml against the official model, and catalogued with what was measured."""
+    catalog, gates = npu_farm.catalog(), npu_farm.params["npu"]
+    assert len(catalog["models"]) == 3
+    for m in catalog["models"]:
+        npu = m["npu"]
+        assert npu["compiled"] and npu["qairt"].startswith("2.50.") and list(npu["targets"]) == CHIPS
+        record = json.loads((npu_farm.root / paths.npu_record(m["cell"])).read_text())
+        assert record["source_sha256"] == m["sha256"] == sha256_file(npu_farm.root / m["file"])  # compiled what ships
+        for soc, target in npu["targets"].items():
+            compiled = npu_farm.root / target["file"]
+            assert compiled == npu_farm.root / paths.npu_model(m["cell"], soc)
+            assert sha256_file(compiled) == target["sha256"] and target["bytes"] == compiled.stat().st_size
+            assert target["partitions"] == 1 and target["ops_on_npu"] == target["ops_total"] >= m["gpu_lint"]["ops"]
+            assert ("simulator" in target) == (soc in gates["simulate"])
+        sim = npu["targets"]["SM8650"]["simulator"]
+        assert (sim["gate_min_pearson"], sim["gate_max_mean_rel"]) == (gates["min_pearson"], gates["max_mean_rel"])
+        assert sim["pearson_min"] >= gates["min_pearson"] and sim["mean_rel_max"] <= gates["max_mean_rel"]
+        assert list(sim["photos"]) == npu_farm.params["validation"]["gpu_photos"]
+        assert sim["vs_cpu"]["pearson_min"] > 0.9999  # the binary computes what the CPU file does, in FP16
 
 
 def entry(farm, cell: str) -> dict:

@@ -95,12 +95,18 @@ def simulate(compiled, soc: str, refs: dict[str, tuple[np.ndarray, np.ndarray]],
         return {"photos": {}, "failures": [str(exc)], "passed": False, "seconds": time.time() - started}
     for photo, (image, official) in refs.items():
         t = time.time()
-        depth = model(image)
+        try:
+            depth = model(image)
+        except SimulatorError as exc:
+            failures.append(f"photo {photo!r}: {exc}")
+            break
         finite = bool(np.isfinite(depth).all())
         photos[photo] = {**compare(depth, official), "finite": finite, "seconds": time.time() - t,
                          "vs_cpu": compare(depth, cpu[photo]) if finite else None}
         if not finite:
             failures.append(f"non-finite output (NaN or Inf) on photo {photo!r}")
+    if not photos:
+        return {"photos": {}, "failures": failures, "passed": False, "seconds": time.time() - started}
     gates, gate_failures = gate_fidelity(photos, min_pearson, max_mean_rel, GATE_KEYS)
     failures += gate_failures
     return {"photos": photos, "gates": gates, "pearson_min": gates["min_pearson"]["value"],

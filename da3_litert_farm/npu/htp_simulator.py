@@ -77,7 +77,10 @@ class HtpSimulator:
         self.input = self.session.get_inputs()[0].name
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
-        return self.session.run(None, {self.input: np.ascontiguousarray(image, np.float32)})[0]
+        try:
+            return self.session.run(None, {self.input: np.ascontiguousarray(image, np.float32)})[0]
+        except Exception as exc:  # onnxruntime raises its own untyped errors (a broken binary, say)
+            raise SimulatorError(f"the HTP simulator failed to run: {str(exc).splitlines()[0]}") from None
 
 
 _registered: set[str] = set()

@@ -287,10 +287,12 @@ def test_editing_validation_reruns_only_validation_and_catalog(farm):
     doc["validation"]["photos"] = ["astronaut", "coffee", "rocket"]
     farm.set_params(doc)
     ran, _ = farm.repro()
-    assert ran == {"params", BUNDLE_STAGE, "catalog", "report"} | {f"{stage}@{cell(a)}" for stage in ("validate", "gpu")
+    assert ran == {"params", BUNDLE_STAGE, "catalog", "report"} | {f"{stage}@{cell(a)}" for stage in ("validate", "npu",
+                                                                                                      "gpu")
                                                                    for a in ("a", "b", "c")}
     assert set(farm.catalog()["models"][0]["fidelity"]["photos"]) == {"astronaut", "coffee", "rocket"}
-    # The GPU reruns (its official maps changed) on validation.gpu_photos only.
+    # The device checks rerun (their official maps changed: npu@CELL builds nothing here), on validation.gpu_photos
+    # only.
     assert list(farm.catalog()["models"][0]["gpu"]["photos"]) == doc["validation"]["gpu_photos"] == ["coffee"]
 
 

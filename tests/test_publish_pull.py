@@ -174,7 +174,7 @@ def test_publish_refusals(published):
     farm.set_params(doc)
     ran, _ = farm.repro()
     assert ran == {"params", "bundle@small-112", "catalog", "report"} | {
-        f"{stage}@small-112-16x9" for stage in ("patch", "export", "quantize", "validate", "gpu")}
+        f"{stage}@small-112-16x9" for stage in ("patch", "export", "quantize", "validate", "npu", "gpu")}
     farm.git("add", "-A")
     farm.git("commit", "-qm", "16x9 at 2:1")
     out = run(sys.executable, "-m", "da3_litert_farm.ops.publish", *ALLOW, cwd=farm.root, env=farm.env, ok=False)
@@ -763,7 +763,11 @@ def test_the_readmes_publish_and_app_recipes_run_as_printed(published, module_di
         by_name = {p.name: sha256_file(p) for p in assets.glob("*.tflite")}
         assert sorted(by_name.values()) == sorted([shipped["3x4"], catalog["bundles"][0]["sha256"]])
         assert any(version in o for o in outputs) and any("-> small-112-3x4" in o for o in outputs)
-        assert sum(f"signature: verified, catalog/v{version} signed by key" in o for o in outputs) == 2
+        # Three pulls: the camera's file, the same with --soc (this farm built no NPU files: the GPU file, said so), the
+        # bundle.
+        assert sum(f"signature: verified, catalog/v{version} signed by key" in o for o in outputs) == 3
+        assert any("no NPU file for SM8650 in cell small-112-3x4 (compiled for: none): the GPU file" in o
+                   for o in outputs)
         assert any("verified 2 files and their sidecars" in o for o in outputs)  # farm verify, as printed
         for sidecar in assets.glob("*.json"):
             assert json.loads(sidecar.read_text())["license"] == catalog["sources"]["small"]["license"]

@@ -114,8 +114,8 @@ class Farm:
 
 def light_checks(doc: dict, npu: tuple[str, ...] = ()) -> None:
     """The default GPU mode only, and NPU files only for the chips `npu` (none by default, each simulated): each
-    mode and chip is one more run per cell and build, and each is tested once (test_gpu.py, test_npu.py and the
-    first build), not in each of the many builds the tests make."""
+    mode and chip is one more run per cell and build, and each is tested once (test_gpu.py, test_npu.py and
+    test_npu_delivery.py), not in each of the many builds the tests make."""
     doc["validation"]["gpu_modes"] = ["fp16"]
     doc["validation"]["gpu_mode_gates"] = {}
     doc["npu"]["targets"], doc["npu"]["simulate"] = list(npu), list(npu)  # two lists: YAML would alias one

@@ -13,7 +13,7 @@ export DVC_NO_ANALYTICS := 1
 # sorts above plain 2.13.0). Empty (the default): the configured index alone.
 TORCH_INDEX ?=
 
-.PHONY: help demo clean-demo farm report test bench bench-gpu bench-npu bench-build bench-install publish remote gpu-adapter test-long browser ssh-server dvc-yaml keys clean-venv
+.PHONY: help demo clean-demo farm report test bench bench-gpu bench-npu bench-farm bench-build bench-install publish remote gpu-adapter test-long browser ssh-server dvc-yaml keys clean-venv
 
 # The farm needs Python 3.11 (its torch build); the client alone (`pip install .`) any >= 3.9.
 $(STAMP): pyproject.toml Makefile
@@ -111,6 +111,10 @@ bench-gpu: gpu-adapter  ## profile the GPU check of one built cell (CELL=small-8
 # 9:16 shape by default, ARGS="--height 126 --width 224 --simulate all" for every chip at the tests' shape.
 bench-npu: $(STAMP)  ## time LiteRT's NPU compile per Qualcomm chip and run the HTP simulator (ARGS=...)
 	$(BIN)/python -m da3_litert_farm.dev.bench_npu $(or $(ARGS),--height 896 --width 504)
+
+# What the NPU stage adds to make farm: the shipped params from nothing (stress weights) without NPU files, then with.
+bench-farm: gpu-adapter  ## time make farm's shipped matrix without NPU files, then what the npu section adds
+	$(BIN)/python -m da3_litert_farm.dev.bench_farm $(ARGS)
 
 # Sequential dvc repro vs make farm JOBS=2, the run-cache, a fresh clone; an estimate for many machines.
 bench-build: gpu-adapter  ## time sequential and parallel builds, the run-cache and a fresh clone

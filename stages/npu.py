@@ -20,7 +20,7 @@ from da3_litert_farm.core import fileio, paths
 def check(run: stage.Run) -> int | None:
     cell = run.cell
     say = lambda line: print(f"npu {cell.name}: {line} [{time.time() - run.started:.0f} s]", flush=True)
-    record = npu_check(cell, run.params.npu, run.params.validation, say)
+    record = npu_check(cell, run.params.npu, run.params.validation, run.params.max_tensor_mib, say)
     record["seconds"] = run.seconds()
     fileio.write_json(paths.npu_record(cell.name), record)
     if not record["passed"]:

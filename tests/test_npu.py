@@ -14,10 +14,15 @@ from ai_edge_litert.interpreter import Interpreter
 from ai_edge_litert.tools import flatbuffer_utils
 
 from da3_litert_farm.checks.agreement import compare, relative_rms
-from da3_litert_farm.checks.npu import simulate
-from da3_litert_farm.config.params import ParamsError, parse_params
+from da3_litert_farm.checks.fidelity import TFLiteModel
+from da3_litert_farm.checks.npu import simulate, simulate_chip
+from da3_litert_farm.checks.npu_proxy import simulated_file
+from da3_litert_farm.config.params import NpuParams, ParamsError, parse_params
+from da3_litert_farm.core.aspects import Shape, plan_aspect
+from da3_litert_farm.core.cells import Cell
 from da3_litert_farm.core.npu_targets import QUALCOMM
-from da3_litert_farm.model.photo_input import load_photo_array
+from da3_litert_farm.model.official import official_depth
+from da3_litert_farm.model.photo_input import load_photo_array, load_photo_tensor
 from da3_litert_farm.npu.aot_compiler import NpuCompileError, compile_for, partitions
 from da3_litert_farm.npu.htp_simulator import HtpSimulator
 from da3_litert_farm.npu.qnn_host import QAIRT_SERIES, qairt_version
@@ -121,6 +126,9 @@ def shipped_params() -> dict:
     ({"targets": ["SM8650"], "simulate": []},
      "npu.simulate: empty, so no compiled file would be checked; name at least one of npu.targets ['SM8650']"),
     ({"min_pearson": 1.5}, "npu.min_pearson: 1.5 must be"),
+    ({"simulate_tier": 56}, "npu.simulate_tier: 56 cannot be the simulator's proxy tier of cell small-896-9x16: "
+                            "aspects.9x16: ratio 9:16 at long side 56 gives a short side of 28 px"),
+    ({"simulate_tier": 100}, "npu.simulate_tier: 100 is not a multiple of 14"),
 ])
 def test_bad_npu_params_are_refused_by_name(npu, message):
     doc = shipped_params()
@@ -145,9 +153,15 @@ def test_the_plan_counts_the_npu_files_and_scales_its_estimate_with_the_pixels(t
         "figures": [{"shape": "896 x 504", "chip": "SM8650", "MB": 60.0, "compile s": 60.0, "simulator s": 600.0},
                     {"shape": "896 x 504", "chip": "SM8750", "MB": 60.0, "compile s": 60.0}]}))
     doc = shipped_params()
+    proxied = npu_plan(parse_params(doc, base_dir=REPO, checkpoint_files=False), recording)
+    assert proxied[0].startswith("npu: 4 cells x 4 chips (SM8550, SM8650, SM8750, SM8850) = 16 files compiled ahead "
+                                 "of time; simulated as SM8650 on coffee, through a proxy at tier 224")
+    # By hand: the 4 cells hold 4.67x the recording's pixels, so 4.67 x 60 s x 4 chips of compiles = 18.7 min; their
+    # proxies at tier 224 hold 0.29x, each compiled (60 s) and simulated (600 s) once: 3.2 min.
+    assert "and 22 min" in proxied[1]
+    doc["npu"]["simulate_tier"] = None  # every shipped file simulated: 4.67 x 600 s more
     full = npu_plan(parse_params(doc, base_dir=REPO, checkpoint_files=False), recording)
-    assert full[0].startswith("npu: 4 cells x 4 chips (SM8550, SM8650, SM8750, SM8850) = 16 files compiled ahead of "
-                              "time; simulated as SM8650 on coffee")
+    assert "and 65 min" in full[1]
     doc["tiers"] = [448]  # a quarter of the pixels of every cell
     quarter = npu_plan(parse_params(doc, base_dir=REPO, checkpoint_files=False), recording)
     minutes = [float(re.search(r"and (\d+) min", lines[1])[1]) for lines in (full, quarter)]
@@ -159,3 +173,28 @@ def test_the_plan_counts_the_npu_files_and_scales_its_estimate_with_the_pixels(t
     doc = shipped_params()
     assert npu_plan(parse_params(doc, base_dir=REPO, checkpoint_files=False), tmp_path / "none.json")[1] == \
         "npu: no cost estimate (none.json not recorded: make bench-npu)"
+
+
+def test_a_cell_above_simulate_tier_is_simulated_through_its_proxy(stress_checkpoint_dir, stress_net, tmp_path,
+                                                                   monkeypatch):
+    """A tier-224 cell with npu.simulate_tier 112: the simulator runs the same model and aspect built at tier 112
+    (the shipped rewrites, FP16 weights), gated against the official model at that shape."""
+    (tmp_path / "artifacts/checkpoints").mkdir(parents=True)
+    (tmp_path / "artifacts/checkpoints/small").symlink_to(stress_checkpoint_dir)  # what checkpoint@small leaves
+    monkeypatch.chdir(tmp_path)
+    cell = Cell("small", "da3-small", 224, plan_aspect("a", {"ratio": "16:9"}, 224))
+    assert cell.proxy_shape(None) is None and cell.proxy_shape(224) is None  # the shipped file itself
+    (tmp_path / "work").mkdir()
+    sim_file = simulated_file(cell, 112, 128, ("coffee",), tmp_path / "work", say=lambda line: None)
+    assert sim_file.proxy and sim_file.shape == Shape(70, 112)  # 16:9 at 112: 63 px rounded to 5 patches of 14
+    assert TFLiteModel(sim_file.file).input_shape == (1, 3, 70, 112)
+    image, official = sim_file.refs["coffee"]
+    expected = official_depth(stress_net, load_photo_tensor("coffee", 70, 112)).numpy()  # the net, not the files
+    np.testing.assert_allclose(official, expected, rtol=1e-4, atol=1e-6)
+    assert compare(sim_file.cpu["coffee"], official)["pearson"] > 0.9999  # the proxy's CPU file is a faithful build
+
+    npu = NpuParams(("SM8650",), ("SM8650",), gate_min_pearson=0.999, gate_max_mean_rel=0.01, simulate_tier=112)
+    entry = simulate_chip(sim_file, tmp_path / "unused.tflite", "SM8650", npu, tmp_path / "work", say=lambda line: None)
+    assert entry["passed"], entry["failures"]
+    assert (entry["proxy"], entry["shape"], list(entry["photos"])) == (True, "70x112", ["coffee"])
+    assert entry["pearson_min"] >= 0.999 and entry["photos"]["coffee"]["vs_cpu"]["pearson"] > 0.9999

@@ -13,14 +13,16 @@ official FP32 model (the maps validate@CELL saved in depth.npz), and finite. Agr
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections import Counter
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 
 from da3_litert_farm.checks.agreement import compare, gate_fidelity
-from da3_litert_farm.checks.reference_maps import references
+from da3_litert_farm.checks.npu_proxy import SimulatedFile, simulated_file
 from da3_litert_farm.config.params import NpuParams, ValidationParams
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.cells import Cell
@@ -32,7 +34,7 @@ from da3_litert_farm.npu.qnn_host import qairt_version
 GATE_KEYS = ("npu.min_pearson", "npu.max_mean_rel")
 
 
-def npu_check(cell: Cell, npu: NpuParams, validation: ValidationParams, say=print) -> dict:
+def npu_check(cell: Cell, npu: NpuParams, validation: ValidationParams, max_tensor_mib: int, say=print) -> dict:
     """Compile and check one cell; returns the npu.json record (its `passed` and `failures` say how it went).
     `say` gets one line per step: the stage runs for minutes."""
     shipped = paths.fp16_model(cell.name)
@@ -40,9 +42,14 @@ def npu_check(cell: Cell, npu: NpuParams, validation: ValidationParams, say=prin
     if not npu.targets:
         return {**head, "compiled": False, "reason": "npu.targets is empty in params.yaml", "targets": {},
                 "passed": True, "failures": []}
-    refs = references(cell, validation.gpu_photos)
-    with np.load(paths.depth_maps(cell.name)) as maps:
-        cpu = {photo: maps[f"{photo}.cpu"] for photo in refs}
+    with tempfile.TemporaryDirectory(prefix="npu-proxy-") as work:
+        return _compile_and_simulate(cell, npu, validation, max_tensor_mib, head, Path(work), say)
+
+
+def _compile_and_simulate(cell: Cell, npu: NpuParams, validation: ValidationParams, max_tensor_mib: int, head: dict,
+                          work: Path, say) -> dict:
+    shipped = paths.fp16_model(cell.name)
+    sim_file = simulated_file(cell, npu.simulate_tier, max_tensor_mib, validation.gpu_photos, work, say)
     record = {**head, "compiled": True, "compiler": f"ai-edge-litert {metadata.version('ai-edge-litert')}",
               "qairt": qairt_version(), "targets": {}, "failures": []}
     for soc in npu.targets:
@@ -63,8 +70,7 @@ def npu_check(cell: Cell, npu: NpuParams, validation: ValidationParams, say=prin
             record["failures"].append(f"Qualcomm {soc}: {compiled.ops_on_npu} of {compiled.ops_total} ops on the NPU "
                                       f"in {compiled.partitions} partitions, not all in one; ops left on the CPU: {left}")
         if soc in npu.simulate and compiled.fully_on_npu:
-            say(f"{soc}: running on the HTP simulator ({', '.join(refs)}; minutes per photo at full size)")
-            entry["simulator"] = simulate(out, soc, refs, cpu, npu.gate_min_pearson, npu.gate_max_mean_rel)
+            entry["simulator"] = simulate_chip(sim_file, out, soc, npu, work, say)
             record["failures"] += [f"Qualcomm {soc} on the HTP simulator: {f}" for f in entry["simulator"]["failures"]]
             sim = entry["simulator"]
             if sim["photos"]:
@@ -73,6 +79,22 @@ def npu_check(cell: Cell, npu: NpuParams, validation: ValidationParams, say=prin
         record["targets"][soc] = entry
     record["passed"] = not record["failures"]
     return record
+
+
+def simulate_chip(sim_file: SimulatedFile, compiled_shipped: Path, soc: str, npu: NpuParams, work: Path, say) -> dict:
+    """The simulator's run for chip `soc`: of the shipped binary, or of the proxy's, compiled here for `soc`."""
+    what = f"the proxy at {sim_file.shape}" if sim_file.proxy else "the shipped binary"
+    binary = compiled_shipped
+    if sim_file.proxy:
+        binary = work / f"proxy-{soc}.tflite"
+        try:
+            compile_for(sim_file.file, soc, binary)
+        except NpuCompileError as exc:
+            return {"photos": {}, "failures": [f"the proxy at {sim_file.shape} did not compile: {exc}"],
+                    "passed": False, "seconds": 0.0, "shape": str(sim_file.shape), "proxy": True}
+    say(f"{soc}: running {what} on the HTP simulator ({', '.join(sim_file.refs)})")
+    sim = simulate(binary, soc, sim_file.refs, sim_file.cpu, npu.gate_min_pearson, npu.gate_max_mean_rel)
+    return {**sim, "shape": str(sim_file.shape), "proxy": sim_file.proxy}
 
 
 def target_entry(compiled: Compiled, out) -> dict:

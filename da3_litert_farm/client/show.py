@@ -289,7 +289,8 @@ def _npu(m: dict) -> dict:
                   "ops_total": t["ops_total"], "partitions": t["partitions"],
                   "simulator": {"one_minus_pearson": 1 - t["simulator"]["pearson_min"],
                                 "mean_rel_max": t["simulator"]["mean_rel_max"],
-                                "vs_cpu_one_minus_pearson": 1 - t["simulator"]["vs_cpu"]["pearson_min"]}
+                                "vs_cpu_one_minus_pearson": 1 - t["simulator"]["vs_cpu"]["pearson_min"],
+                                "shape": t["simulator"]["shape"], "proxy": t["simulator"]["proxy"]}
                   if t.get("simulator") else None}
             for soc, t in (npu.get("targets") or {}).items()} if npu.get("compiled") else {}
 
@@ -375,7 +376,8 @@ def format_summary(s: dict) -> str:
             lines.append(f"{'':<{lead}} NPU {soc} (HTP {n['htp_arch']}): {n['megabytes']:.2f} MB, {n['ops_on_npu']}/"
                          f"{n['ops_total']} ops in {n['partitions']} partition; "
                          + (f"HTP simulator 1-r {sim['one_minus_pearson']:.1e} rel {sim['mean_rel_max']:.1e} (vs the "
-                            f"CPU file 1-r {sim['vs_cpu_one_minus_pearson']:.1e})" if sim else "not simulated"))
+                            f"CPU file 1-r {sim['vs_cpu_one_minus_pearson']:.1e})"
+                            + (f" on its proxy at {sim['shape']}" if sim["proxy"] else "") if sim else "not simulated"))
     for b in s["bundles"]:
         lines.append(f"bundle {b['bundle']}: {b['megabytes']:.2f} MB, sha256 {b['sha256'][:12]}, signatures "
                      f"{', '.join(b['signatures'])}")

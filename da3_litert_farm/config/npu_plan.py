@@ -26,7 +26,8 @@ def npu_plan(params: Params, recording: Path = RECORDING) -> list[str]:
     cells = list(params.cells.values())
     files = len(cells) * len(npu.targets)
     lines = [f"npu: {len(cells)} cells x {len(npu.targets)} chips ({', '.join(npu.targets)}) = {files} files compiled "
-             f"ahead of time; simulated as {', '.join(npu.simulate)} on {', '.join(params.validation.gpu_photos)}"]
+             f"ahead of time; simulated as {', '.join(npu.simulate)} on {', '.join(params.validation.gpu_photos)}"
+             + (f", through a proxy at tier {npu.simulate_tier} for cells above it" if npu.simulate_tier else "")]
     try:
         doc = json.loads(recording.read_text())
     except (OSError, ValueError):
@@ -38,8 +39,10 @@ def npu_plan(params: Params, recording: Path = RECORDING) -> list[str]:
     megabytes = statistics.median(r["MB"] for r in rows)
     known = [c for c in cells if c.preset == DEFAULT_PRESET]
     scale = sum(c.height * c.width for c in known) / (height * width)
-    minutes = (scale * compile_s * len(npu.targets) + scale * simulate_s * len(npu.simulate)
-               * len(params.validation.gpu_photos)) / 60
+    simulated = [c.proxy_shape(npu.simulate_tier) or c.shape for c in known]  # a proxy is also compiled per chip
+    sim_scale = sum(s.height * s.width for s in simulated) / (height * width)
+    minutes = (scale * compile_s * len(npu.targets) + sim_scale * (simulate_s * len(params.validation.gpu_photos)
+               + (compile_s if npu.simulate_tier else 0)) * len(npu.simulate)) / 60
     on = doc["measured_on"]
     lines.append(f"npu: estimate for the {len(known)} {DEFAULT_PRESET} cells: about {megabytes * len(known) * len(npu.targets):.0f} "
                  f"MB of NPU files and {minutes:.0f} min (compiles and simulator runs), scaled by pixels from "

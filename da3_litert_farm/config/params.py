@@ -86,6 +86,7 @@ class NpuParams:
     simulate: tuple[str, ...]  # those whose compiled file runs on the HTP simulator, gated by:
     gate_min_pearson: float  # npu.min_pearson (named apart from validation's, which DVC tracks key by key)
     gate_max_mean_rel: float  # npu.max_mean_rel
+    simulate_tier: int | None = None  # cells above this tier are simulated through a proxy at it (checks.npu_proxy)
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ def parse_params(raw: object, base_dir: Path = Path("."), checkpoint_files: bool
     if DEFAULT_MODE in mode_gates:
         raise ParamsError(f"validation.gpu_mode_gates: {DEFAULT_MODE!r} is gated by validation.gpu_min_pearson and "
                           f"validation.gpu_max_mean_rel; name only the other modes of validation.gpu_modes")
-    npu = _npu(raw["npu"])
+    npu = _npu(raw["npu"], cells)
     return Params(
         models=models,
         tiers=tiers,
@@ -441,7 +442,7 @@ def _checkpoint(model: str, c: dict, base_dir: Path, check_files: bool = True) -
                             c.get("revision", "main"), path, c.get("seed", 0), outliers)
 
 
-def _npu(n: dict) -> NpuParams:
+def _npu(n: dict, cells: dict[str, Cell]) -> NpuParams:
     targets, simulate = tuple(n["targets"]), tuple(n["simulate"])
     if extra := [s for s in simulate if s not in targets]:
         raise ParamsError(f"npu.simulate: {extra} not in npu.targets {list(targets)}: the simulator runs the files "
@@ -453,8 +454,16 @@ def _npu(n: dict) -> NpuParams:
     if targets and not simulate:
         raise ParamsError(f"npu.simulate: empty, so no compiled file would be checked; name at least one of "
                           f"npu.targets {list(targets)}")
+    tier = n.get("simulate_tier")
+    for cell in cells.values() if targets and tier is not None else ():
+        if cell.tier > tier:
+            try:
+                cell.aspect.at_long_side(tier)
+            except AspectError as exc:
+                raise ParamsError(f"npu.simulate_tier: {tier} cannot be the simulator's proxy tier of cell {cell.name}: "
+                                  f"{exc}; raise npu.simulate_tier or set it to null") from None
     return NpuParams(targets, simulate, gate_min_pearson=float(n["min_pearson"]),
-                     gate_max_mean_rel=float(n["max_mean_rel"]))
+                     gate_max_mean_rel=float(n["max_mean_rel"]), simulate_tier=tier)
 
 
 def _check_tensor_plan(max_tensor_mib: int, cells: dict[str, Cell]) -> None:

@@ -63,6 +63,11 @@ class Aspect:
         """The resolution tier: files of one long side cost about the same whatever their ratio."""
         return max(self.shape.height, self.shape.width)
 
+    def at_long_side(self, long_side: int) -> "Aspect":
+        """The same ratio planned at another tier (AspectError where its short side would be too small)."""
+        ratio_w, ratio_h = parse_ratio(f"aspects.{self.name}", self.ratio)
+        return Aspect(self.name, self.ratio, shape_for_ratio(f"aspects.{self.name}", ratio_w, ratio_h, long_side))
+
 
 def plan_aspect(name: str, entry: dict, long_side: int = DEFAULT_LONG_SIDE) -> Aspect:
     """Turn one `aspects.<name>` entry of params.yaml, already checked by the params schema, into an

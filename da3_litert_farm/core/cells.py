@@ -57,6 +57,13 @@ class Cell:
     def long_side(self) -> int:
         return self.aspect.long_side
 
+    def proxy_shape(self, simulate_tier: int | None) -> Shape | None:
+        """The shape of this cell's proxy on the HTP simulator (npu.simulate_tier, checks.npu_proxy): None where the
+        simulator runs the shipped file itself (no simulate_tier, or this cell's tier is not above it)."""
+        if simulate_tier is None or self.tier <= simulate_tier:
+            return None
+        return self.aspect.at_long_side(simulate_tier).shape
+
 
 def cell_name(model: str, tier: int, aspect: str) -> str:
     return f"{model}-{tier}-{aspect}"

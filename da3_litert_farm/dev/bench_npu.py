@@ -46,9 +46,9 @@ from da3_litert_farm.npu.qnn_host import qairt_version
 DEFAULT_CHIPS = ("SM8450", "SM8550", "SM8650", "SM8750", "SM8850")
 
 
-def build(height: int, width: int, seed: int, workdir: Path) -> tuple[Path, Path, torch.nn.Module]:
+def build(height: int, width: int, seed: int, workdir: Path, outliers: bool = False) -> tuple[Path, Path, torch.nn.Module]:
     """(FP32 file, shipped FP16 file, the official model) at this shape, as the farm builds them."""
-    official = stress_model(seed)
+    official = stress_model(seed, outliers=outliers)
     options = shipped_options(PRESETS[DEFAULT_PRESET], height, width, load_params(checkpoint_files=False).max_tensor_mib)
     program, fp32, fp16 = workdir / "patched.pt2", workdir / "model_fp32.tflite", workdir / "model_fp16.tflite"
     export_program(MonoDepth(copy.deepcopy(official), height, width, options).eval(), program)  # MonoDepth rewrites it

@@ -172,7 +172,7 @@ def npu_entry(name: str, sha256: str) -> dict:
                 "pearson_min": sim["pearson_min"], "mean_rel_max": sim["mean_rel_max"],
                 "vs_cpu": {"pearson_min": min(p["vs_cpu"]["pearson"] for p in sim["photos"].values()),
                            "mean_rel_max": max(p["vs_cpu"]["mean_rel_error"] for p in sim["photos"].values())},
-                "seconds": round(sim["seconds"], 1),
+                "seconds": round(sim["seconds"], 1), "shape": sim["shape"], "proxy": sim["proxy"],
                 "photos": {photo: p["pearson"] for photo, p in sim["photos"].items()}}
     return {"compiled": True, "compiler": record["compiler"], "qairt": record["qairt"], "targets": targets}
 

@@ -168,7 +168,8 @@ def npu_chips(model: dict) -> str:
     npu = model.get("npu") or {}
     if not npu.get("compiled"):
         return "-"
-    return ", ".join(soc + (f" ({sci(1 - t['simulator']['pearson_min'])}, {sci(t['simulator']['mean_rel_max'])})"
+    return ", ".join(soc + (f" ({sci(1 - t['simulator']['pearson_min'])}, {sci(t['simulator']['mean_rel_max'])}"
+                            + (f"; proxy {t['simulator']['shape']}" if t["simulator"]["proxy"] else "") + ")"
                             if t.get("simulator") else "") for soc, t in npu["targets"].items())
 
 

@@ -15,10 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from da3_litert_farm.checks.fidelity import TFLiteModel
 from da3_litert_farm.checks.reference_maps import references
-from da3_litert_farm.convert.export import export_program_file
-from da3_litert_farm.convert.quantize import quantize_fp16
 from da3_litert_farm.core import paths
 from da3_litert_farm.core.aspects import Shape
 from da3_litert_farm.core.cells import Cell
@@ -46,8 +43,11 @@ def simulated_file(cell: Cell, simulate_tier: int | None, max_tensor_mib: int, p
             cpu = {photo: maps[f"{photo}.cpu"] for photo in refs}
         return SimulatedFile(paths.fp16_model(cell.name), cell.shape, False, refs, cpu)
     say(f"building the simulator's proxy: {cell.model} {cell.aspect.name} at {shape} (npu.simulate_tier)")
-    import torch  # the proxy alone needs PyTorch here
+    import torch  # the proxy alone needs PyTorch and the converter: an NPU stage without one starts in a second
 
+    from da3_litert_farm.checks.fidelity import TFLiteModel
+    from da3_litert_farm.convert.export import export_program_file
+    from da3_litert_farm.convert.quantize import quantize_fp16
     from da3_litert_farm.model.mono_depth import MonoDepth
     from da3_litert_farm.model.official import official_depth
     from da3_litert_farm.model.patch import export_program, shipped_options

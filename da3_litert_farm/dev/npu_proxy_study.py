@@ -75,9 +75,11 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"aspect": name, "weights": weights, "tier": kind, **fig}
                 rows.append(row)
                 print(row, flush=True)
+                if args.record:  # after each row: a run cut short still leaves what it measured
+                    command = figures.command_line("da3_litert_farm.dev.npu_proxy_study", argv)
+                    path = figures.record(args.record, rows, command, weights=f"stress weights (seed {args.seed})")
     if args.record:
-        command = figures.command_line("da3_litert_farm.dev.npu_proxy_study", argv)
-        print(f"recorded {figures.record(args.record, rows, command, weights=f'stress weights (seed {args.seed})')}")
+        print(f"recorded {path}")
     return 0
 
 

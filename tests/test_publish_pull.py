@@ -24,6 +24,7 @@ from da3_litert_farm.client.remote import ANSWER_TIMEOUT_S, CONNECT_TIMEOUT_S
 from da3_litert_farm.core.fileio import sha256_file
 from da3_litert_farm.ops.signing import signing_key
 from da3_litert_farm.report.report_check import check_report
+from tests.doc_blocks import readme_block
 from tests.farm_repo import Farm, repo_files
 from tests.fault_farm import ASPECTS as TINY, copy_farm
 from tests.remote_servers import S3, SSH, free_port, s3_server, silent_server, ssh_server
@@ -687,14 +688,6 @@ def test_show_lists_what_a_published_version_holds(remotes, tmp_path):
 
 
 # ---- the README's recipes, line by line as printed ----
-
-def readme_block(heading: str) -> list[str]:
-    """The lines of the first ```sh block after `heading` in README.md, comments kept (they may be steps)."""
-    text = (REPO / "README.md").read_text()
-    after = text[text.index(heading):]
-    block = after[after.index("```sh\n") + len("```sh\n"):]
-    return [line for line in block[:block.index("```")].splitlines() if line.strip()]
-
 
 def sh(line: str, cwd: Path, env: dict) -> str:
     proc = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True)

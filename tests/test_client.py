@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shlex
 
 import pytest
 
@@ -19,6 +20,7 @@ from da3_litert_farm.client.trust import Release
 from da3_litert_farm.client.show import CatalogError, check_catalog, format_summary, summary
 from da3_litert_farm.core.models import PRESETS, output_entry
 from da3_litert_farm.core.releases import version_key
+from tests.doc_blocks import doc_block, fenced_blocks
 
 
 def test_versions_sort_by_semantic_version_precedence():
@@ -206,6 +208,24 @@ def test_select_on_the_command_line_takes_the_budget(monkeypatch, capsys):
     assert ("in the bundle small-518: signature '16x9' of artifacts/bundles/small-518/model_fp16.tflite "
             "(farm pull --bundle --model small --long-side 518)") in out
 
+
+
+def test_the_tier_commands_of_app_integration_run_as_printed(monkeypatch, capsys):
+    """docs/app-integration.md's `farm select` lines for a tier, as printed, on ladder(): R and V are never read (the
+    catalog reader stands in), every flag goes through the real parser. The output the page shows under them is
+    found in what they print."""
+    block = doc_block("docs/app-integration.md", "### Faster files: a model, a resolution tier or a budget")
+    unsigned = {"verified": False, "reason": "no key given"}
+    monkeypatch.setattr("da3_litert_farm.client.cli.trusted_catalog", lambda *args, **kw: (ladder(), unsigned, None))
+    printed = []
+    for command in block.commands:
+        farm, *argv = shlex.split(command, comments=True)
+        assert farm == "farm" and main(argv) == 0, f"{block.where()}: {command}\n{capsys.readouterr()}"
+        printed.append(capsys.readouterr().out)
+    shown = next(b for b in fenced_blocks(block.page) if b.line > block.line)
+    assert shown.lang == "" and shown.lines, shown  # the output, in a bare fence after the commands
+    missing = [line for line in shown.lines if not any(line in out for out in printed)]
+    assert not missing, f"{shown.where()} shows what the commands above it do not print:\n" + "\n".join(missing)
 
 def test_pull_of_the_bundle_refuses_a_budget_before_reading_the_catalog(tmp_path, monkeypatch):
     monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: pytest.fail("read"))

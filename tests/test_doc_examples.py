@@ -23,8 +23,9 @@ from tests.test_docs import pages
 # ---- every shell block: run by a test, or marked not run with its reason ----
 
 def defined_tests(file: Path) -> dict[str, ast.FunctionDef]:
-    tree = ast.parse(file.read_text())
-    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+    """The test functions a test file defines, by name; none where it does not exist."""
+    body = ast.parse(file.read_text()).body if file.is_file() else []
+    return {node.name: node for node in body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
 
 
 def read_blocks(page: str, heading: str, root: Path) -> tuple[Path, int] | str:
@@ -48,7 +49,7 @@ def block_problems(root: Path = REPO, tests: Path = REPO / "tests") -> list[str]
             problems.append(f"{block.where()}: marked both run by {'::'.join(block.run_by)} and `{NOT_RUN}`")
         elif block.run_by:
             file, name = block.run_by
-            functions = defined_tests(tests / Path(file).name) if (tests / Path(file).name).is_file() else {}
+            functions = defined_tests(tests / Path(file).name)
             if name not in functions:
                 problems.append(f"{block.where()}: run by {file}::{name}, which does not exist")
                 continue
@@ -64,7 +65,8 @@ def block_problems(root: Path = REPO, tests: Path = REPO / "tests") -> list[str]
             problems.append(f"{block.where()}: `{NOT_RUN}` without a reason")
         else:
             for file, name in re.findall(r"\b(tests/test_\w+\.py)(?:::(test_\w+))?", block.not_run):
-                if not (tests / Path(file).name).is_file() or name and name not in defined_tests(tests / Path(file).name):
+                named = tests / Path(file).name
+                if not named.is_file() or name and name not in defined_tests(named):
                     problems.append(f"{block.where()}: its reason names {file}{'::' + name if name else ''}, "
                                     f"which does not exist")
     # The other way round: a test that reads a block as printed says so on the block.
@@ -221,10 +223,12 @@ def tiny_fp16_file(path: Path) -> Path:
     graph = schema.SubGraphT()
     graph.tensors = [tensor("x", [1, 4], schema.TensorType.FLOAT32, 0),
                      tensor("w16", [2, 4], schema.TensorType.FLOAT16, 1),
-                     tensor("w", [2, 4], schema.TensorType.FLOAT32, 0), tensor("y", [1, 2], schema.TensorType.FLOAT32, 0)]
+                     tensor("w", [2, 4], schema.TensorType.FLOAT32, 0),
+                     tensor("y", [1, 2], schema.TensorType.FLOAT32, 0)]
     graph.inputs, graph.outputs = [0], [3]
     fc = operator(1, [0, 2, -1], [3])
-    fc.builtinOptionsType, fc.builtinOptions = schema.BuiltinOptions.FullyConnectedOptions, schema.FullyConnectedOptionsT()
+    fc.builtinOptionsType = schema.BuiltinOptions.FullyConnectedOptions
+    fc.builtinOptions = schema.FullyConnectedOptionsT()
     graph.operators = [operator(0, [1], [2]), fc]
     model.subgraphs = [graph]
     flatbuffer_utils.write_model(model, path)
@@ -242,7 +246,8 @@ def test_the_gpu_lint_command_runs_as_printed(tmp_path):
     block = doc_block("docs/rewrites.md", "## The GPU lint")
     (report,) = gpu_lint_as_printed(block, tmp_path)
     assert report["gpu_clean"] and report["problems"] == [], report
-    assert report["op_histogram"] == {"DEQUANTIZE": 1, "FULLY_CONNECTED": 1} and report["weight_dtypes"] == {"FLOAT16": 1}
+    assert report["op_histogram"] == {"DEQUANTIZE": 1, "FULLY_CONNECTED": 1}
+    assert report["weight_dtypes"] == {"FLOAT16": 1}
     limit = re.search(r"--max-tensor-mib (\d+)", block.commands[0])
     assert report["max_tensor_bytes"] == int(limit.group(1)) * 2**20  # the printed limit reached the check
 
@@ -274,3 +279,201 @@ def test_a_command_that_drifted_from_the_code_fails_naming_the_block_and_the_com
     message = str(failed.value)
     assert message.startswith(f"{drifted.where()}: `{printed.replace(flag, flag + '-gone')}` exited 2:\n"), message
     assert f"unrecognized arguments: {flag}-gone" in message
+
+
+# ---- Kotlin and Swift snippets: calls of the page's own functions against their definitions ----
+
+DEFINES = {"kotlin": re.compile(r"\bfun\s+(?:<[^>]*>\s*)?(\w+)\s*\("),
+           "swift": re.compile(r"\bfunc\s+(\w+)\s*(?:<[^>]*>)?\s*\(")}
+OPEN, CLOSE = "([{", ")]}"
+
+
+def code_only(text: str) -> str:
+    """`text` with its string literals' contents and its comments blanked, line breaks kept: only code is read."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("//", i) or text.startswith("/*", i):
+            end = text.find("\n", i) if text[i + 1] == "/" else text.find("*/", i) + 2
+            end = len(text) if end < (i + 2) else end
+            out.append(re.sub(r"[^\n]", " ", text[i:end]))
+            i = end
+        elif text[i] == '"':
+            end = i + 1
+            while end < len(text) and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            out.append('"' + re.sub(r"[^\n]", " ", text[i + 1:end]) + '"')
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def closing(code: str, start: int) -> int:
+    """The index of the bracket that closes the one at `start`."""
+    depth = 0
+    for i in range(start, len(code)):
+        depth += (code[i] in OPEN) - (code[i] in CLOSE)
+        if depth == 0:
+            return i
+    raise ValueError(f"unbalanced from {code[start:start + 40]!r}")
+
+
+def split_top(text: str) -> list[str]:
+    """`text` split at the commas outside brackets, generics (`Map<String, Int>`) and lambdas."""
+    parts, depth, angle, current = [], 0, 0, ""
+    for i, c in enumerate(text):
+        if c in OPEN:
+            depth += 1
+        elif c in CLOSE:
+            depth -= 1
+        elif c == "<" and i + 1 < len(text) and (text[i + 1].isalnum() or text[i + 1] in "(<"):
+            angle += 1  # a type argument, not `a < b`
+        elif c == ">" and angle and text[i - 1] != "-":
+            angle -= 1
+        if c == "," and depth == 0 and angle == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += c
+    return [p.strip() for p in [*parts, current] if p.strip()]
+
+
+def parameter(lang: str, text: str) -> tuple[str | None, str, bool]:
+    """(the label a call gives it or None, its name, whether it has a default) of one declared parameter."""
+    words = [w for w in text.split(":", 1)[0].split() if w not in ("vararg", "inout") and not w.startswith("@")]
+    default = bool(re.search(r"(?<![=!<>])=(?![=>])", text))
+    if lang == "kotlin":
+        return words[-1], words[-1], default
+    return (None if words[0] == "_" else words[0]), words[-1], default
+
+
+def argument_label(lang: str, text: str) -> str | None:
+    """The name (Kotlin `budgetMs = 100`) or label (Swift `h: 896`) an argument is passed by."""
+    found = re.match(r"(\w+)\s*=(?!=)" if lang == "kotlin" else r"(\w+)\s*:", text)
+    return found.group(1) if found else None
+
+
+def snippet_problems(page: Path) -> tuple[list[str], int]:
+    """Each call on `page` of a function a snippet there defines (same language) whose arguments do not fit the
+    definition; and how many such calls there are."""
+    code = {lang: [] for lang in DEFINES}  # lang -> [(block, code text)]
+    for block in fenced_blocks(page):
+        if block.lang in DEFINES:
+            code[block.lang].append((block, code_only("\n".join(block.body))))
+    problems, calls = [], 0
+    for lang, snippets in code.items():
+        defined = {}  # name -> (line, [(label, name, default)])
+        for block, text in snippets:
+            for match in DEFINES[lang].finditer(text):
+                params = split_top(text[match.end():closing(text, match.end() - 1)])
+                defined[match.group(1)] = (block.line + 1 + text[:match.start()].count("\n"),
+                                           [parameter(lang, p) for p in params])
+        for block, text in snippets:
+            for match in re.finditer(r"(?<![\w.])(\w+)\s*\(", text):
+                name = match.group(1)
+                if name not in defined or re.search(r"\bfunc?\s+(?:<[^>]*>\s*)?$", text[:match.start()]):
+                    continue  # not the page's, or its definition
+                calls += 1
+                end = closing(text, match.end() - 1)
+                args = split_top(text[match.end():end])
+                def_line, params = defined[name]
+                trailing = bool(re.match(r"[ \t]*\{", text[end + 1:]))  # a lambda or closure after the parentheses
+                wrong = mismatch(lang, params[:-1] if trailing else params, args)  # it is the last parameter
+                args += ["{ ... }"] * trailing
+                if wrong:
+                    line = block.line + 1 + text[:match.start()].count("\n")
+                    required = sum(not default for _, _, default in params)
+                    takes = str(len(params)) if required == len(params) else f"{required} to {len(params)}"
+                    shown = ", ".join(n if lang == "kotlin" else f"{label}:" if label else f"_ {n}"
+                                      for label, n, _ in params)
+                    problems.append(f"{page}:{line}: {name}() with {len(args)} argument(s): {wrong}; {name} "
+                                    f"({page.name}:{def_line}) takes {takes}: ({shown})")
+    return problems, calls
+
+
+def mismatch(lang: str, params: list[tuple[str | None, str, bool]], args: list[str]) -> str | None:
+    """Why `args` do not fit `params`, or None: positional (Kotlin) or labelled (Swift) in order, defaults optional,
+    a Kotlin argument by name anywhere after the positional ones."""
+    if lang == "kotlin":
+        named = [argument_label(lang, a) for a in args if argument_label(lang, a)]
+        positional = len(args) - len(named)
+        if positional > len(params):
+            return f"{positional} positional"
+        names = [n for _, n, _ in params]
+        unknown = [n for n in named if n not in names[positional:]]
+        if unknown:
+            return f"no parameter {unknown[0]} after the positional ones"
+        missing = [n for i, (_, n, default) in enumerate(params) if i >= positional and n not in named and not default]
+        return f"{', '.join(missing)} not passed" if missing else None
+    remaining = list(params)
+    for arg in args:
+        label = argument_label(lang, arg)
+        while remaining and remaining[0][0] != label and remaining[0][2]:
+            remaining.pop(0)  # a defaulted parameter left out
+        if not remaining or remaining[0][0] != label:
+            expected = f"{remaining[0][0] or '_'}:" if remaining else "nothing"
+            return f"{label or '_'}: where the definition expects {expected}"
+        remaining.pop(0)
+    missing = [n for _, n, default in remaining if not default]
+    return f"{', '.join(missing)} not passed" if missing else None
+
+
+def test_kotlin_and_swift_snippets_call_their_pages_functions_as_defined(capsys):
+    checked = {page: snippet_problems(page) for page in pages()}
+    problems = [p for found, _ in checked.values() for p in found]
+    assert not problems, "\n".join(problems)
+    calls = sum(n for _, n in checked.values())
+    assert calls > 5  # the parser finds the snippets' calls
+    with capsys.disabled():
+        print(f"\n{calls} calls of page-defined Kotlin and Swift functions checked against their definitions")
+
+
+def test_arity_and_label_drift_in_a_snippet_is_reported_with_file_line_name_and_arity(tmp_path):
+    page = tmp_path / "app.md"
+    page.write_text('''# An app
+
+```kotlin
+fun load(context: Context, asset: String, gpuMode: String): CompiledModel = TODO()
+fun draw(depth: FloatArray, h: Int, w: Int, lut: IntArray? = null): Bitmap = TODO()
+fun pick(all: List<() -> CompiledModel>, input: (CompiledModel) -> FloatArray, budgetMs: Long) = all[0]()
+val a = load(context, "depth/x.tflite", gpuMode = "fp16")    // right: by name
+val b = load(context, "depth/x.tflite")                      // drift: gpuMode left out
+val c = draw(depth, 896, 672)                                // right: lut has a default
+val d = draw(depth, 896, 672, lut, 1)                        // drift: one too many
+val e = pick(listOf({ load(context, "f", "fp16") }), { m -> FloatArray(3) }, budgetMs = 100)
+val f = pick(listOf(), budget = 100) { m -> FloatArray(3) }  // drift: no parameter budget
+// load(context) in a comment, "draw(x)" in a string: not calls
+```
+
+```swift
+func load(path: String, environment: Environment) throws -> CompiledModel { }
+func input(_ buffer: CVPixelBuffer, h: Int, w: Int, scale: Float = 1) -> [Float] { }
+let g = try load(path: p, environment: env)                  // right: the Kotlin load's arity is not Swift's
+let h = input(buffer, h: 896, w: 672)                        // right: scale has a default
+let i = input(buffer, 896, 672)                              // drift: labels left out
+```
+''')
+    problems, calls = snippet_problems(page)
+    assert calls == 10
+    assert problems == [
+        f"{page}:8: load() with 2 argument(s): gpuMode not passed; load (app.md:4) takes 3: (context, asset, gpuMode)",
+        f"{page}:10: draw() with 5 argument(s): 5 positional; draw (app.md:5) takes 3 to 4: (depth, h, w, lut)",
+        f"{page}:12: pick() with 3 argument(s): no parameter budget after the positional ones; pick (app.md:6) "
+        f"takes 3: (all, input, budgetMs)",
+        f"{page}:21: input() with 3 argument(s): _: where the definition expects h:; input (app.md:18) takes 3 to "
+        f"4: (_ buffer, h:, w:, scale:)"], problems
+
+
+def test_the_drift_the_issue_found_is_reported_on_a_copy_of_the_page(tmp_path):
+    """app-integration.md's tier picker as it was: two arguments to the three-parameter loadDepthModel, and the
+    (H, W) pair as one argument to cameraInput(image, h, w)."""
+    copy = tmp_path / "app-integration.md"
+    shutil.copy(REPO / "docs" / "app-integration.md", copy)
+    line = edit(copy, 'loadDepthModel(context, file, modeOf(file, "9x16"))', "loadDepthModel(context, file)")
+    edit(copy, 'val (h, w) = shapeOf(m, "9x16"); cameraInput(frame, h, w)', 'cameraInput(frame, shapeOf(m, "9x16"))')
+    problems, _ = snippet_problems(copy)
+    assert [p.split(" with ")[0] for p in problems] == [f"{copy}:{line}: loadDepthModel()",
+                                                        f"{copy}:{line + 1}: cameraInput()"], problems
+    assert "2 argument(s): gpuMode not passed; loadDepthModel (app-integration.md:" in problems[0]
+    assert "takes 3: (context, asset, gpuMode)" in problems[0] and "takes 3: (image, h, w)" in problems[1]

@@ -147,3 +147,9 @@ def test_make_help_lists_every_phony_target_with_its_description():
     assert sorted(shown.splitlines()) == sorted(f"make {t:<14} {described[t]}" for t in phony)
     assert re.search(r"^\.DEFAULT_GOAL := \.venv/\.installed$",  # plain `make` still builds only the venv
                      subprocess.run(["make", "-pq", "-C", str(REPO)], capture_output=True, text=True).stdout, re.M)
+
+
+def test_the_readme_stays_a_front_door():
+    """What it is, how to use it and its limits on a few screens; the rest is linked (docs/README.md)."""
+    size = len((REPO / "README.md").read_bytes())
+    assert size <= 12 * 1024, f"README.md is {size} bytes, over 12 KiB: move detail to a page under docs/ and link it"

@@ -37,7 +37,8 @@ def fake_recordings(folder: Path) -> Path:
               "export s": 60, "export peak RSS MiB": 1090},
              {"cell": "bundle small-140", "H x W": "all 1", "MB": 50, "x the largest file": 1.0}]
     (folder / "family-matrix.json").write_text(json.dumps({"measured_on": on, "figures": cells}))
-    sizes = [{"quantity": "size FP32", "value": 100, "unit": "MB"}, {"quantity": "size FP16", "value": 50, "unit": "MB"}]
+    sizes = [{"quantity": "size FP32", "value": 100, "unit": "MB"},
+             {"quantity": "size FP16", "value": 50, "unit": "MB"}]
     (folder / "bench.json").write_text(json.dumps({"measured_on": on, "figures": sizes}))
     npu = [{"shape": "896 x 504", "chip": "SM8650", "MB": 55, "compile s": 30}]
     (folder / "npu-896x504.json").write_text(json.dumps({"measured_on": on, "figures": npu}))
@@ -63,13 +64,14 @@ def test_the_shipped_params_cost_what_a_hand_computes(tmp_path):
     assert cells["small-896-4x3"].minutes["gpu"] == pytest.approx(16.54064)
     assert sum(c.minutes["gpu"] for c in cells.values()) == pytest.approx(52.144)
     assert sum(c.minutes["export"] for c in cells.values()) == pytest.approx(4)
-    assert plan.peak().cell.name == "small-896-3x4" and plan.peak().figures["export peak RSS MiB"] == pytest.approx(5862.192)
+    peak = plan.peak()
+    assert peak.cell.name == "small-896-3x4" and peak.figures["export peak RSS MiB"] == pytest.approx(5862.192)
     assert cells["small-896-16x9"].figures["export peak RSS MiB"] == pytest.approx(3759.408)
     assert plan.footprint(cells["small-896-9x16"]) == pytest.approx(940e6)
     assert plan.new_bytes() == pytest.approx((2030e6, 2030e6))
     assert all(c.runs == PER_CELL_STAGES and not c.listed for c in cells.values())
     text = "\n".join(plan.lines())
-    assert "family-matrix.json (2000-01-01, Fake CPU, 2 cores)" in text and "this one: Test CPU, 2 cores" in text
+    assert "family-matrix.json (2000-01-01, Fake CPU, 2 cores)" in text and "this one is Test CPU, 2 cores" in text
     assert "plan: disk: about 4.1 GB new, 2.0 GB in the workspace and 2.0 GB in the DVC cache" in text
     assert "plan: memory: the largest stage, export@small-896-3x4, about 5.7 GiB of this machine's 64.0 GiB" in text
     assert plan.refusal() is None
@@ -112,8 +114,18 @@ def test_a_plan_over_the_machines_memory_is_refused_naming_the_cell_the_figure_a
         cost_plan.enforce(plan, env={})
     assert str(refused.value) == (
         "export@small-896-3x4 (da3-small at 896 x 672) needs about 5.7 GiB of memory (estimated from "
-        "family-matrix.json (2000-01-01, Fake CPU, 2 cores)), more than this machine's 4.0 GiB: drop that tier or "
-        "preset from params.yaml, or build it on a larger machine. Set FARM_IGNORE_COST=1 to build anyway")
+        "family-matrix.json (2000-01-01, Fake CPU, 2 cores)), more than this machine's 4.0 GiB: drop the tier or "
+        "aspect of small-896-3x4, small-896-4x3 from params.yaml, or build on a larger machine. Set "
+        "FARM_IGNORE_COST=1 to build anyway")  # 9x16 and 16x9 fit: 3759.408 MiB
+
+
+def test_a_model_whose_every_export_is_over_the_memory_is_named_to_drop(tmp_path):
+    params = parse_params(family_params(), base_dir=REPO)
+    plan = cost_plan.plan(params, root=tmp_path, machine=machine(tmp_path, memory=7 * GIB))
+    assert plan.refusal() == (
+        f"export@metric-896-9x16 (da3metric-large at 896 x 504) needs about 7.6 GiB of memory (estimated from "
+        f"{plan.model.source}), more than this machine's 7.0 GiB: drop model metric (da3metric-large) from "
+        f"params.yaml, or build on a larger machine. Set FARM_IGNORE_COST=1 to build anyway")
 
 
 def test_a_plan_over_the_free_disk_is_refused_and_the_override_lets_it_through(tmp_path):

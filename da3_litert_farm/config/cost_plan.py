@@ -113,8 +113,8 @@ class Plan:
             c = peak.cell
             why.append(f"export@{c.name} ({c.preset} at {c.height} x {c.width}) needs about "
                        f"{peak.figures['export peak RSS MiB'] / 1024:.1f} GiB of memory (estimated from "
-                       f"{self.model.source}), more than this machine's {m.memory / GIB:.1f} GiB: drop that tier or "
-                       f"preset from params.yaml, or build it on a larger machine")
+                       f"{self.model.source}), more than this machine's {m.memory / GIB:.1f} GiB: drop "
+                       f"{self._over_memory()} from params.yaml, or build on a larger machine")
         work, cache = self.new_bytes()
         disks = ([("the workspace and the DVC cache", work + cache, m.workspace_free)] if m.one_disk else
                  [("the workspace", work, m.workspace_free), (f"the DVC cache ({m.cache})", cache, m.cache_free)])
@@ -128,6 +128,20 @@ class Plan:
                            f"or drop a tier, preset or aspect from params.yaml")
         return "; and ".join(why) + f". Set {IGNORE}=1 to build anyway" if why else None
 
+    def _over_memory(self) -> str:
+        """What to drop to fit the memory: a model where each of its exports is over (a preset's export peak
+        hardly depends on the shape), else the cells that are, by their tier or aspect."""
+        exporting = [c for c in self.cells.values() if "export" in c.runs]
+        over = {c.cell.name for c in exporting if c.figures["export peak RSS MiB"] * (1 << 20) > self.machine.memory}
+        drops = []
+        for model in dict.fromkeys(c.cell.model for c in exporting if c.cell.name in over):
+            own = [c.cell for c in exporting if c.cell.model == model]
+            if all(c.name in over for c in own):
+                drops.append(f"model {model} ({own[0].preset})")
+            else:
+                drops.append(f"the tier or aspect of {', '.join(c.name for c in own if c.name in over)}")
+        return " and ".join(drops)
+
     def lines(self) -> list[str]:
         return _lines(self)
 
@@ -138,21 +152,16 @@ def plan(params: Params, root: Path = Path("."), machine: Machine | None = None,
     try:
         model = cost_model.load(figures)
     except (OSError, ValueError, KeyError) as exc:
-        return f"cost: no estimate ({figures.name}/{cost_model.FAMILY} or {cost_model.BENCH} unreadable: {exc})"
+        return f"cost: no estimate: {cost_model.FAMILY} and {cost_model.BENCH} not both readable in {figures} ({exc})"
     lock = _yaml(root / paths.LOCK_FILE)
-    listed = set((lock.get("stages") or {}) if isinstance(lock, dict) else {})
+    listed = set(lock.get("stages") or {})
     runs = _to_run(params, _done(lock, _yaml(root / PARAMS_FILE)))
-    cells, unrecorded = {}, []
-    for c in params.cells.values():
-        fit = model.preset(c.preset)
-        if fit is None:
-            unrecorded.append(c)
-            continue
-        cells[c.name] = _cell_cost(c, fit.at(c.height, c.width), model, params, runs, listed)
+    cells = {c.name: _cell_cost(c, fit.at(c.height, c.width), model, params, runs, listed)
+             for c in params.cells.values() if (fit := model.preset(c.preset))}
     shared = {}
     for m in params.models:
         own = [c for c in cells.values() if c.cell.model == m]
-        if stage_name("checkpoint", m) in runs and own:  # the checkpoint holds the model's FP32 weights
+        if stage_name("checkpoint", m) in runs and own:  # the checkpoint: the model's FP32 weights, as its export
             shared[stage_name("checkpoint", m)] = max(c.stage_mb["export"] for c in own)
     for bundle, members in params.bundles().items():
         own = [cells[c.name] for c in members if c.name in cells]
@@ -196,7 +205,8 @@ _Yaml12.yaml_implicit_resolvers = {k: [(t, r) for t, r in v if t not in (_INT, _
 _Yaml12.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 _Yaml12.add_implicit_resolver(_INT, re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
 _Yaml12.add_implicit_resolver(_FLOAT, re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"
-                                                 r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"), list("-+0123456789."))
+                                                 r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+                              list("-+0123456789."))
 
 
 def _yaml(path: Path) -> dict:
@@ -257,10 +267,10 @@ def _n(x: float) -> str:
 
 def _lines(p: Plan) -> list[str]:
     m, params = p.machine, p.params
-    lines = [f"cost: estimated from {p.model.source}: per preset GMAC = a T + b T^2 in the cell's patch tokens T, "
-             f"its file MB, export seconds and peak memory and GPU seconds per inference linear in GMAC; the FP32 "
-             f"flatbuffer, patched program, NPU and bundle files as ratios to the FP16 file ({cost_model.BENCH}, "
-             f"{cost_model.NPU}, the family's bundles). Minutes are that machine's; this one: {m.cpu}"]
+    lines = [f"cost: estimated from {p.model.source}; minutes are that machine's, this one is {m.cpu}",
+             f"cost: per preset GMAC = a T + b T^2 in the cell's patch tokens T, and file MB, export seconds and peak "
+             f"memory, GPU seconds per inference as lines in GMAC; the FP32 flatbuffer, patched program, NPU and "
+             f"bundle files as ratios to the FP16 file ({cost_model.BENCH}, {cost_model.NPU}, the family's bundles)"]
     for preset in dict.fromkeys(c.cell.preset for c in p.cells.values()):
         if (fit := p.model.preset(preset)).recorded != preset:
             lines.append(f"cost: {preset} is not recorded: estimated as {fit.recorded}, the same ViT")

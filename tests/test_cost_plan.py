@@ -194,3 +194,16 @@ def test_a_preset_without_a_recording_borrows_one_of_the_same_vit_and_says_so():
     assert model.preset("da3mono-large").recorded == "da3metric-large"  # one graph, other weights
     assert model.preset("da3-large").recorded == "da3metric-large"  # the same ViT-L, another head
     assert model.preset("da3-small").recorded == "da3-small"
+
+
+def test_the_dvc_cache_is_where_the_checkouts_dvc_config_puts_it_and_links_count_once(tmp_path):
+    assert host.dvc_cache(tmp_path) == (tmp_path / ".dvc" / "cache", "reflink,copy")  # DVC's defaults
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / ".dvc" / "config").write_text("[core]\n    remote = storage\n[cache]\n    dir = ../../shared-cache\n")
+    (tmp_path / ".dvc" / "config.local").write_text("[cache]\n    type = hardlink,symlink\n")
+    assert host.dvc_cache(tmp_path) == (tmp_path / ".dvc" / "../../shared-cache", "hardlink,symlink")
+    here = cost_plan.Machine.here(tmp_path)
+    assert here.links and here.one_disk and here.memory > 0
+    plan = cost_plan.plan(load_params(REPO / "params.yaml"), root=tmp_path, figures=fake_recordings(tmp_path / "f"),
+                          machine=here)
+    assert plan.new_bytes() == pytest.approx((0, 2030e6))  # the workspace links to the cache's one copy

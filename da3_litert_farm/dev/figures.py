@@ -18,8 +18,6 @@ import argparse
 import datetime
 import json
 import math
-import os
-import platform
 import re
 import shlex
 import sys
@@ -28,6 +26,7 @@ from pathlib import Path
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.core import fileio
 from da3_litert_farm.core.git import GitError, git
+from da3_litert_farm.core.host import cpu_name
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = REPO / "docs" / "figures"
@@ -42,24 +41,6 @@ class FiguresError(FarmError, ValueError):
 def command_line(module: str, argv: list[str] | None = None) -> str:
     """The command a reader types to rerun `python -m module` with these arguments."""
     return shlex.join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)])
-
-
-def cpu_name() -> str:
-    """The CPU model as /proc/cpuinfo names it, its family and model, and the cores this process may use."""
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if not line.strip():
-                break  # the first processor's block is enough
-            key, _, value = line.partition(":")
-            fields[key.strip()] = value.strip()
-    except OSError:  # not Linux
-        pass
-    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
-    if "cpu family" in fields and "model" in fields:
-        name += f" (family {fields['cpu family']} model {fields['model']})"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{name}, {cores} cores"
 
 
 def git_commit() -> str:

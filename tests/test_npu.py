@@ -144,7 +144,7 @@ def test_no_npu_targets_is_allowed():
     assert parse_params(doc, base_dir=REPO, checkpoint_files=False).npu.targets == ()
 
 
-def test_the_plan_counts_the_npu_files_and_scales_its_estimate_with_the_pixels(tmp_path):
+def test_the_plan_counts_the_npu_files_and_scales_its_estimate_with_the_pixels(tmp_path, monkeypatch):
     from da3_litert_farm.config.npu_plan import npu_plan
 
     recording = tmp_path / "npu-896x504.json"
@@ -152,6 +152,7 @@ def test_the_plan_counts_the_npu_files_and_scales_its_estimate_with_the_pixels(t
         "measured_on": {"date": "2026-12-07", "cpu": "a CPU"},
         "figures": [{"shape": "896 x 504", "chip": "SM8650", "MB": 60.0, "compile s": 60.0, "simulator s": 600.0},
                     {"shape": "896 x 504", "chip": "SM8750", "MB": 60.0, "compile s": 60.0}]}))
+    monkeypatch.setenv("FARM_NPU_JOBS", "1")  # one compile at a time, whatever this machine's cores
     doc = shipped_params()
     proxied = npu_plan(parse_params(doc, base_dir=REPO, checkpoint_files=False), recording)
     assert proxied[0].startswith("npu: 4 cells x 4 chips (SM8550, SM8650, SM8750, SM8850) = 16 files compiled ahead "
@@ -159,6 +160,9 @@ def test_the_plan_counts_the_npu_files_and_scales_its_estimate_with_the_pixels(t
     # By hand: the 4 cells hold 4.67x the recording's pixels, so 4.67 x 60 s x 4 chips of compiles = 18.7 min; their
     # proxies at tier 224 hold 0.29x, each compiled (60 s) and simulated (600 s) once: 3.2 min.
     assert "and 22 min" in proxied[1]
+    monkeypatch.setenv("FARM_NPU_JOBS", "2")  # two chips compiled at once: 9.3 min of compiles
+    assert "and 13 min" in npu_plan(parse_params(doc, base_dir=REPO, checkpoint_files=False), recording)[1]
+    monkeypatch.setenv("FARM_NPU_JOBS", "1")
     doc["npu"]["simulate_tier"] = None  # every shipped file simulated: 4.67 x 600 s more
     full = npu_plan(parse_params(doc, base_dir=REPO, checkpoint_files=False), recording)
     assert "and 65 min" in full[1]

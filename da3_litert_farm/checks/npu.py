@@ -16,6 +16,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from da3_litert_farm.checks.npu_proxy import SimulatedFile, simulated_file
 from da3_litert_farm.config.params import NpuParams, ValidationParams
 from da3_litert_farm.core import fileio, paths
 from da3_litert_farm.core.cells import Cell
+from da3_litert_farm.core.host import npu_compile_jobs
 from da3_litert_farm.core.npu_targets import QUALCOMM
 from da3_litert_farm.npu.aot_compiler import Compiled, NpuCompileError, compile_for
 from da3_litert_farm.npu.htp_simulator import HtpSimulator, SimulatorError
@@ -52,15 +54,13 @@ def _compile_and_simulate(cell: Cell, npu: NpuParams, validation: ValidationPara
     sim_file = simulated_file(cell, npu.simulate_tier, max_tensor_mib, validation.gpu_photos, work, say)
     record = {**head, "compiled": True, "compiler": f"ai-edge-litert {metadata.version('ai-edge-litert')}",
               "qairt": qairt_version(), "targets": {}, "failures": []}
+    compiles = compile_targets(shipped, cell.name, npu.targets, say)
     for soc in npu.targets:
-        out = paths.npu_model(cell.name, soc)
-        say(f"compiling for Qualcomm {soc} ({QUALCOMM[soc].product})")
-        try:
-            compiled = compile_for(shipped, soc, out)
-        except NpuCompileError as exc:
-            record["targets"][soc] = {"compiled": False, "error": str(exc)}
-            record["failures"].append(str(exc))
-            say(f"{soc}: FAILED {exc}")
+        out, compiled = paths.npu_model(cell.name, soc), compiles[soc]
+        if isinstance(compiled, NpuCompileError):
+            record["targets"][soc] = {"compiled": False, "error": str(compiled)}
+            record["failures"].append(str(compiled))
+            say(f"{soc}: FAILED {compiled}")
             continue
         entry = target_entry(compiled, out)
         say(f"{soc}: {compiled.ops_on_npu}/{compiled.ops_total} ops on the NPU in {compiled.partitions} "
@@ -79,6 +79,21 @@ def _compile_and_simulate(cell: Cell, npu: NpuParams, validation: ValidationPara
         record["targets"][soc] = entry
     record["passed"] = not record["failures"]
     return record
+
+
+def compile_targets(shipped: Path, cell: str, targets: tuple[str, ...], say) -> dict[str, Compiled | NpuCompileError]:
+    """The shipped file compiled for every chip, core.host.npu_compile_jobs() at a time: each chip's record, or why it failed."""
+    jobs = npu_compile_jobs(len(targets))
+    say(f"compiling for {', '.join(f'Qualcomm {soc} ({QUALCOMM[soc].product})' for soc in targets)}, {jobs} at a time")
+
+    def one(soc: str) -> Compiled | NpuCompileError:
+        try:
+            return compile_for(shipped, soc, paths.npu_model(cell, soc))
+        except NpuCompileError as exc:
+            return exc
+
+    with ThreadPoolExecutor(jobs) as pool:
+        return dict(zip(targets, pool.map(one, targets)))
 
 
 def simulate_chip(sim_file: SimulatedFile, compiled_shipped: Path, soc: str, npu: NpuParams, work: Path, say) -> dict:

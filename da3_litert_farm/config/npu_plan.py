@@ -8,10 +8,12 @@ estimates, said as such with the recording's date and CPU; a preset without a re
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
 from da3_litert_farm.config.params import Params
+from da3_litert_farm.core.host import npu_compile_jobs
 from da3_litert_farm.core.models import DEFAULT_PRESET
 
 RECORDING = Path(__file__).resolve().parents[2] / "docs" / "figures" / "npu-896x504.json"
@@ -41,7 +43,7 @@ def npu_plan(params: Params, recording: Path = RECORDING) -> list[str]:
     scale = sum(c.height * c.width for c in known) / (height * width)
     simulated = [c.proxy_shape(npu.simulate_tier) or c.shape for c in known]  # a proxy is also compiled per chip
     sim_scale = sum(s.height * s.width for s in simulated) / (height * width)
-    minutes = (scale * compile_s * len(npu.targets) + sim_scale * (simulate_s * len(params.validation.gpu_photos)
+    minutes = (scale * compile_s * math.ceil(len(npu.targets) / npu_compile_jobs(len(npu.targets))) + sim_scale * (simulate_s * len(params.validation.gpu_photos)
                + (compile_s if npu.simulate_tier else 0)) * len(npu.simulate)) / 60
     on = doc["measured_on"]
     lines.append(f"npu: estimate for the {len(known)} {DEFAULT_PRESET} cells: about {megabytes * len(known) * len(npu.targets):.0f} "

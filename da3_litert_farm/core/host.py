@@ -10,7 +10,13 @@ import platform
 import shutil
 from pathlib import Path
 
+from da3_litert_farm.core.errors import FarmError
+
 DVC_DIR = Path(".dvc")
+
+
+class HostError(FarmError, ValueError):
+    """A machine setting (an environment variable) the farm cannot use; the message names it."""
 DEFAULT_CACHE = DVC_DIR / "cache"  # DVC's default cache.dir
 
 
@@ -30,6 +36,17 @@ def cpu_name() -> str:
         name += f" (family {fields['cpu family']} model {fields['model']})"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"{name}, {cores} cores"
+
+
+def npu_compile_jobs(targets: int) -> int:
+    """How many of a cell's NPU compiles run at once: Qualcomm's compiler keeps to one core, so one per core and at
+    most one per chip; FARM_NPU_JOBS=N caps it where memory is short (one compile of the shipped preset at 896 holds
+    about what its export does: docs/npu.md)."""
+    if env := os.environ.get("FARM_NPU_JOBS"):
+        if not env.isdigit() or int(env) < 1:
+            raise HostError(f"FARM_NPU_JOBS={env!r}: give a whole number of compiles at once, 1 or more")
+        return min(targets, int(env))
+    return max(1, min(targets, os.cpu_count() or 1))
 
 
 def memory_bytes() -> int:

@@ -71,7 +71,7 @@ def compile_for(model: Path, soc: str, out_file: Path) -> Compiled:
 
     out_file.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".npu-", dir=out_file.parent) as tmp, host_libraries(), \
-            _PeakChildren() as peak:
+            _PeakChildren(tmp) as peak:
         started = time.time()
         result = aot_compile.aot_compile(str(model), output_dir=tmp, target=qualcomm.Target(qualcomm.SocModel(soc)),
                                          keep_going=True)
@@ -144,8 +144,12 @@ def _qnn_errors(message: str) -> list[str]:
 
 
 class _PeakChildren:
-    """The largest resident memory of this process's children while the block runs (sampled every 0.1 s):
-    the compiler runs as a child, and getrusage's children figure never goes down between compiles."""
+    """The largest resident memory of this process's children whose command line holds `marker` (the compile's own
+    output folder: other compiles may run at once) while the block runs, sampled every 0.1 s: the compiler runs as a
+    child, and getrusage's children figure never goes down between compiles."""
+
+    def __init__(self, marker: str):
+        self._marker = marker
 
     def __enter__(self):
         self.mib, self._stop = 0.0, threading.Event()
@@ -158,7 +162,8 @@ class _PeakChildren:
         while not self._stop.wait(0.1):
             for child in me.children(recursive=True):
                 try:
-                    self.mib = max(self.mib, child.memory_info().rss / (1 << 20))
+                    if any(self._marker in arg for arg in child.cmdline()):
+                        self.mib = max(self.mib, child.memory_info().rss / (1 << 20))
                 except psutil.Error:
                     pass
 

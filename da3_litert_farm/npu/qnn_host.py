@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,17 +74,30 @@ def lpai_stub() -> Path:
     return STUB_DIR
 
 
+_environment = threading.Lock()
+_holders: list[str | None] = []  # LD_LIBRARY_PATH as it was before the first of the compiles running now
+
+
 @contextlib.contextmanager
 def host_libraries() -> Iterator[Path]:
     """LD_LIBRARY_PATH holds the QAIRT host libraries (and the stub) while LiteRT's compiler runs: it starts
-    apply_plugin_main, which loads the plugin, which loads libQnnHtp.so by name. Yields the libraries' folder."""
-    folder = host_dir()
-    before = os.environ.get("LD_LIBRARY_PATH")
-    os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(folder), str(lpai_stub()), before) if p)
+    apply_plugin_main, which loads the plugin, which loads libQnnHtp.so by name. Yields the libraries' folder.
+    Compiles may run in threads at once: the first one in sets the variable, the last one out restores it."""
+    with _environment:
+        folder, stub = host_dir(), lpai_stub()
+        if not _holders:
+            before = os.environ.get("LD_LIBRARY_PATH")
+            os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(folder), str(stub), before) if p)
+            _holders.append(before)
+        else:
+            _holders.append(_holders[0])
     try:
         yield folder
     finally:
-        if before is None:
-            os.environ.pop("LD_LIBRARY_PATH", None)
-        else:
-            os.environ["LD_LIBRARY_PATH"] = before
+        with _environment:
+            before = _holders.pop()
+            if not _holders:
+                if before is None:
+                    os.environ.pop("LD_LIBRARY_PATH", None)
+                else:
+                    os.environ["LD_LIBRARY_PATH"] = before

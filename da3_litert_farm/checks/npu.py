@@ -7,7 +7,8 @@ The shipped FP16 file is what is compiled: the NPU computes in FP16 whichever we
 compiled from the FP32 file measured the same (docs/npu.md), so every NPU file descends from the one file that
 validate@CELL and gpu@CELL checked (its sha256 is recorded). Gates: every op in one NPU partition, on every chip;
 on each simulated chip, the output on validation.gpu_photos within npu.min_pearson and npu.max_mean_rel of the
-official FP32 model (the maps validate@CELL saved in depth.npz), and finite. Agreement with the CPU file
+official FP32 model (the maps validate@CELL saved in depth.npz), and finite; a cell above npu.simulate_tier is
+simulated through its proxy at that tier instead (checks.npu_proxy). Agreement with the CPU file
 (XNNPACK) is recorded too. A chip that fails stops the cell from reaching the catalog with NPU files.
 """
 

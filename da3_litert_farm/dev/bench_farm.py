@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", metavar="NAME", help="also write the figures to docs/figures/NAME.json")
     args = parser.parse_args(argv)
     python = [sys.executable, "-m"]
+    measured = figures.measured_on(figures.command_line("da3_litert_farm.dev.bench_farm", argv),
+                                   "stress weights (seed 0) of the shipped preset, at the shipped params")  # at the start
     with tempfile.TemporaryDirectory(prefix="bench-farm-") as tmp:
         repo, shipped = new_repo(Path(tmp))
         without = copy.deepcopy(shipped)
@@ -75,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                   + "".join(f"; simulated at {s['shape']}{' (proxy)' if s['proxy'] else ''} in {s['seconds']:.0f} s"
                             for s in sims))
     if args.record:
-        path = figures.record(args.record, rows, figures.command_line("da3_litert_farm.dev.bench_farm", argv),
-                              weights="stress weights (seed 0) of the shipped preset, at the shipped params")
+        path = figures.record(args.record, rows, measured["command"], measured=measured)
         print(f"recorded {path}")
     return 0
 

@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     names = args.aspects.split(",") if args.aspects else list(raw)
     tier = max(params.tiers)
     rows = []
+    command = figures.command_line("da3_litert_farm.dev.npu_proxy_study", argv)
+    measured = figures.measured_on(command, f"stress weights (seed {args.seed})")  # the commit that runs, not a later
     with tempfile.TemporaryDirectory() as tmp:
         runs = [(n, False) for n in names] + [(n, True) for n in args.outlier_aspects.split(",") if n]
         for name, outliers in runs:
@@ -76,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 print(row, flush=True)
                 if args.record:  # after each row: a run cut short still leaves what it measured
-                    command = figures.command_line("da3_litert_farm.dev.npu_proxy_study", argv)
-                    path = figures.record(args.record, rows, command, weights=f"stress weights (seed {args.seed})")
+                    path = figures.record(args.record, rows, command, measured=measured)
     if args.record:
         print(f"recorded {path}")
     return 0

@@ -228,7 +228,7 @@ def test_the_tier_commands_of_app_integration_run_as_printed(monkeypatch, capsys
     assert not missing, f"{shown.where()} shows what the commands above it do not print:\n" + "\n".join(missing)
 
 def test_pull_of_the_bundle_refuses_a_budget_before_reading_the_catalog(tmp_path, monkeypatch):
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: pytest.fail("read"))
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: pytest.fail("read"))
     with pytest.raises(PullError, match="--max-gmac chooses one file for a --camera; --bundle holds every aspect of "
                                         "one tier"):
         pull("/nonexistent", "1.0.0", tmp_path / "out", bundle=True, max_gmac=50)
@@ -237,8 +237,8 @@ def test_pull_of_the_bundle_refuses_a_budget_before_reading_the_catalog(tmp_path
 
 def test_a_stress_catalog_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     stress = catalog("random")
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: stress)
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_release",  # an unsigned release of it, at its tag
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: stress)
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_release",  # an unsigned release of it, at its tag
                         lambda repo, version: Release("catalog/v1.0.0", json.dumps(stress).encode(), None, None, ""))
     target = tmp_path / "app" / "assets"
     with pytest.raises(PullError, match=r"catalog 1.0.0 was built from stress weights: .* nothing was downloaded.*"
@@ -390,7 +390,7 @@ def test_cli_help_says_camera_is_the_frame_after_rotation(capsys):
 
 
 def test_show_json_prints_the_catalog_figures(capsys, monkeypatch):
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: catalog())
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: catalog())
     assert main(["show", "--repo", "r", "--version", "1.0.0", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     # Expected values are read off the document `catalog()` and `model()` write above, by hand.
@@ -502,8 +502,8 @@ def old_catalog_reader(monkeypatch, document: dict) -> None:
         def read(path, repo, rev):
             return json.dumps(document)
 
-    monkeypatch.setattr("da3_litert_farm.client.cli.published_versions", lambda repo: ["1.0.0"])
-    monkeypatch.setattr("da3_litert_farm.client.cli._dvc_api", lambda: (Api, OSError))
+    monkeypatch.setattr("da3_litert_farm.client.catalog.published_versions", lambda repo: ["1.0.0"])
+    monkeypatch.setattr("da3_litert_farm.client.catalog._dvc_api", lambda: (Api, OSError))
 
 
 def test_a_catalog_of_schema_1_is_refused_naming_the_client_to_use(monkeypatch, capsys):
@@ -529,8 +529,8 @@ def test_pull_of_the_bundle_of_a_model_of_two_tiers_needs_long_side(tmp_path, mo
     doc = runnable(ladder())
     payload = b"the bundle of small at 518"
     doc["bundles"][1].update(sha256=hashlib.sha256(payload).hexdigest(), bytes=len(payload))
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: doc)
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_release",  # an unsigned release of it, at its tag
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: doc)
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_release",  # an unsigned release of it, at its tag
                         lambda repo, version: Release("catalog/v1.0.0", json.dumps(doc).encode(), None, None, ""))
     downloads = []
     monkeypatch.setattr("da3_litert_farm.client.cli.download",
@@ -559,8 +559,8 @@ def test_a_pulled_file_and_its_sidecar_name_its_cell_and_its_models_licence(tmp_
                                            "weights_source": "depth-anything/DA3METRIC-LARGE", "attribution": None}
     payload = b"metric 3x4"
     doc["models"][3].update(sha256=hashlib.sha256(payload).hexdigest(), bytes=len(payload))
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: doc)
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_release",
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: doc)
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_release",
                         lambda repo, version: Release("catalog/v1.0.0", json.dumps(doc).encode(), None, None, ""))
     monkeypatch.setattr("da3_litert_farm.client.cli.download",
                         lambda path, repo, rev, remote, dest: dest.write_bytes(payload))

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import stages.params
 from da3_litert_farm.client import cli
+from da3_litert_farm.client.catalog import read_catalog
 from da3_litert_farm.client.show import summary
 from da3_litert_farm.client.trust import Release, write_release_folder
 from da3_litert_farm.config.params import ParamsError, load_params
@@ -433,9 +434,9 @@ class FakeFarm:
         class DvcError(Exception):
             pass
 
-        monkeypatch.setattr(cli, "published_versions", lambda repo: ["1.0.0", "1.0.1"])
-        monkeypatch.setattr(cli, "_dvc_api", lambda: (Api, DvcError))
-        monkeypatch.setattr(cli, "read_release", lambda repo, version: Release(
+        monkeypatch.setattr("da3_litert_farm.client.catalog.published_versions", lambda repo: ["1.0.0", "1.0.1"])
+        monkeypatch.setattr("da3_litert_farm.client.catalog._dvc_api", lambda: (Api, DvcError))
+        monkeypatch.setattr("da3_litert_farm.client.catalog.read_release", lambda repo, version: Release(
             f"catalog/v{version}", good if version == "1.0.0" else self.catalog, None, None, ""))
         monkeypatch.setattr(cli, "download", lambda path, repo, rev, remote, dest: (
             self.downloads.append(path), dest.write_bytes(b"not the model")))
@@ -475,7 +476,7 @@ def test_generated_bad_catalogs_end_in_a_named_error_for_every_command(tmp_path,
     def case(mutated):
         farm.catalog, what = mutated
         capsys.readouterr()
-        error = log.refused(lambda: cli.read_catalog("R", "1.0.1"))
+        error = log.refused(lambda: read_catalog("R", "1.0.1"))
         assert "1.0.1" in str(error), str(error)
         try:
             doc = json.loads(farm.catalog)

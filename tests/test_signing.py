@@ -396,7 +396,7 @@ def test_pull_verifies_the_tag_before_writing_and_leaves_the_release_folder_for_
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     tag("1.0.0", publisher[0])
     tag("1.0.1", attacker[0])
-    monkeypatch.setattr(cli, "read_catalog", lambda repo, version: catalog(version))
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: catalog(version))
     monkeypatch.setattr(cli, "download", lambda path, repo, rev, remote, dest: dest.write_bytes(payload))
 
     refused = tmp_path / "refused" / "assets"

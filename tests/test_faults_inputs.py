@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import stages.params
 from da3_litert_farm.client import cli
 from da3_litert_farm.client.catalog import read_catalog
+from da3_litert_farm.client.choice import choose
 from da3_litert_farm.client.show import summary
 from da3_litert_farm.client.trust import Release, write_release_folder
 from da3_litert_farm.config.params import ParamsError, load_params
@@ -483,7 +484,7 @@ def test_generated_bad_catalogs_end_in_a_named_error_for_every_command(tmp_path,
         except (ValueError, RecursionError):
             doc = None
         if doc is not None:  # each reader on its own, as a library caller would call it
-            for read in (summary, lambda d: cli.choose(d, None, (1080, 1920)), lambda d: cli.choose(d, "9x16", None),
+            for read in (summary, lambda d: choose(d, None, (1080, 1920)), lambda d: choose(d, "9x16", None),
                          lambda d: cli.bundle_sidecar(d, "R", "b.tflite")):
                 with pytest.raises(FarmError):
                     read(doc)

@@ -14,7 +14,8 @@ import pytest
 
 from da3_litert_farm.client.catalog import PullError
 from da3_litert_farm.client.choice import catalog_aspects, choose, orientation_note
-from da3_litert_farm.client.cli import diff, format_diff, main, public_repo, pull, sidecar
+from da3_litert_farm.client.cli import diff, format_diff, main, pull
+from da3_litert_farm.client.sidecars import public_repo, sidecar
 from da3_litert_farm.core.aspects import AspectError
 from da3_litert_farm.client.remote import explain, scheme
 from da3_litert_farm.client.trust import Release

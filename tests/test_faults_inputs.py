@@ -25,7 +25,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import stages.params
-from da3_litert_farm.client import cli
+from da3_litert_farm.client import cli, sidecars
 from da3_litert_farm.client.catalog import read_catalog
 from da3_litert_farm.client.choice import choose
 from da3_litert_farm.client.show import summary
@@ -485,7 +485,7 @@ def test_generated_bad_catalogs_end_in_a_named_error_for_every_command(tmp_path,
             doc = None
         if doc is not None:  # each reader on its own, as a library caller would call it
             for read in (summary, lambda d: choose(d, None, (1080, 1920)), lambda d: choose(d, "9x16", None),
-                         lambda d: cli.bundle_sidecar(d, "R", "b.tflite")):
+                         lambda d: sidecars.bundle_sidecar(d, "R", "b.tflite")):
                 with pytest.raises(FarmError):
                     read(doc)
         for argv in commands:
@@ -512,11 +512,11 @@ def signed_assets(tmp_path_factory):
     files = sign_release(data, provenance(doc, "0" * 40, {}), root / "keys" / "publisher.pem", root / "signed")
     release = Release("catalog/v1.0.1", data, files["provenance.json"], files["signature.sig"], "")
     folder = root / "assets"
-    write_release_folder(release, folder / cli.release_folder_name(doc))
+    write_release_folder(release, folder / sidecars.release_folder_name(doc))
     for entry in doc["models"]:
-        name = cli.model_file_name(doc, entry)
+        name = sidecars.model_file_name(doc, entry)
         (folder / name).write_bytes(f"model {entry['aspect']}".encode())
-        document = cli.sidecar(doc, entry, "git@example.com:ml/farm.git", "aspect requested", name)
+        document = sidecars.sidecar(doc, entry, "git@example.com:ml/farm.git", "aspect requested", name)
         document["signature"] = {"verified": True, "release": release.tag}
         (folder / f"{name}.json").write_text(json.dumps(document, indent=2))
     return folder, public, root / "keys" / "publisher.pem", doc

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from da3_litert_farm.client import cli
+from da3_litert_farm.client import cli, sidecars
 from da3_litert_farm.client.trust import (PROVENANCE, SIGNATURE, Release, Trust, TrustError, check_release,
                                           fingerprint, load_key, load_trust, short, write_release_folder)
 from da3_litert_farm.core.fileio import sha256_file
@@ -304,10 +304,10 @@ def assets(tmp_path, publisher):
                          "meaning": "relative depth"})
     signed = release(doc, publisher[0], tmp_path)
     folder = tmp_path / "assets"
-    write_release_folder(signed, folder / cli.release_folder_name(doc))
-    name = cli.model_file_name(doc, entry)
+    write_release_folder(signed, folder / sidecars.release_folder_name(doc))
+    name = sidecars.model_file_name(doc, entry)
     (folder / name).write_bytes(model_bytes)
-    side = cli.sidecar(doc, entry, "git@example.com:ml/farm.git", "aspect 3x4 requested", name)
+    side = sidecars.sidecar(doc, entry, "git@example.com:ml/farm.git", "aspect 3x4 requested", name)
     side["signature"] = {"verified": True, "release": signed.tag}
     (folder / f"{name}.json").write_text(json.dumps(side, indent=2))
     (folder / "keep.txt").write_text("another asset of the app")

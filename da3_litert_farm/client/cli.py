@@ -90,22 +90,19 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.client.catalog import PullError, pullable_catalog, read_catalog, trusted_catalog
-from da3_litert_farm.client.choice import bundle_of, choose, choose_bundle, find_bundle
+from da3_litert_farm.client.choice import bundle_of, choose, choose_bundle
 from da3_litert_farm.client.remote import RemoteError, download
-from da3_litert_farm.client.show import check_catalog, format_summary, summary
+from da3_litert_farm.client.show import format_summary, summary
+from da3_litert_farm.client.sidecars import (bundle_file_name, bundle_sidecar, model_file_name, release_folder_name,
+                                             sidecar)
 from da3_litert_farm.client.trust import (TRUST_ENV, Trust, TrustError, check_release, load_trust,
                                           release_from_folder, short, write_release_folder)
 from da3_litert_farm.core import fileio
 from da3_litert_farm.client import npu_files
-from da3_litert_farm.core.cells import bundle_artifact
-from da3_litert_farm.core.licensing import catalog_license
 from da3_litert_farm.core.releases import published_versions, stress_warning, tag_for
-
-SIDECAR_VERSION = 1
 
 
 def positive(kind):
@@ -129,95 +126,6 @@ def parse_camera(text: str) -> tuple[int, int]:
     if width <= 0 or height <= 0:
         raise argparse.ArgumentTypeError(f"camera size {text!r} must be positive")
     return width, height
-
-
-def public_repo(repo: str) -> str:
-    """The repository as a sidecar may record it: a URL's user and password dropped."""
-    parts = urlsplit(repo)
-    if parts.scheme and "@" in parts.netloc:
-        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-    return repo
-
-
-def _facts(catalog: dict, entry: dict) -> dict:
-    """What a sidecar tells the app to run a cell's file: its precision, input, output, fidelity and GPU check."""
-    if missing := [k for k in ("precision", "input", "output") if k not in entry]:
-        raise PullError(f"catalog {catalog['version']}: cell {entry['cell']} lacks {', '.join(missing)}, which its "
-                        f"sidecar tells the app: a catalog older than the client, or damaged")
-    return {"precision": entry["precision"], "input": entry["input"], "output": entry["output"],
-            "fidelity": entry["fidelity"],
-            "gpu": entry.get("gpu", {"checked": False, "reason": "catalog made before the farm ran a GPU check"})}
-
-
-def sidecar(catalog: dict, entry: dict, repo: str, reason: str, model_file: str, target: dict | None = None) -> dict:
-    """The sidecar of cell `entry`'s GPU file, or of its file compiled for an NPU (`target`, one of its npu targets)."""
-    facts = _facts(catalog, entry)
-    shipped = npu_files.as_file(entry, target) if target else entry
-    return {
-        "sidecar_version": SIDECAR_VERSION,
-        "model_file": model_file,
-        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": public_repo(repo),
-                    "tag": tag_for(catalog["version"])},
-        "cell": entry["cell"],
-        "model": entry["model"],
-        "tier": entry["tier"],
-        "aspect": entry["aspect"],
-        "ratio": entry["ratio"],
-        "selected": reason,
-        "sha256": shipped["sha256"],
-        "bytes": shipped["bytes"],
-        **facts,
-        **npu_files.sidecar_part(entry, target, model_file_name(catalog, entry)),
-        "license": catalog_license(catalog, entry["model"]),
-        "stress_weights": stress_warning(catalog) is not None,
-        "warning": stress_warning(catalog),
-    }
-
-
-CHOOSING = ("run the signature whose width/height ratio is closest, in log space, to the frame as it is fed to the "
-            "model (after rotation); ties to the larger input, then the name (farm select --camera WxH prints it)")
-
-
-def bundle_sidecar(catalog: dict, repo: str, model_file: str, bundle: str | None = None) -> dict:
-    """What an app needs to run bundle `bundle` (MODEL-TIER; None: the catalog's only one): every signature's
-    cell, input, preprocessing and output."""
-    check_catalog(catalog)
-    if not catalog.get("bundles"):
-        raise PullError(f"catalog {catalog['version']} has no bundle")
-    found, cells = find_bundle(catalog, bundle), {m["cell"]: m for m in catalog["models"]}
-    return {
-        "sidecar_version": SIDECAR_VERSION,
-        "model_file": model_file,
-        "catalog": {"name": catalog["name"], "version": catalog["version"], "repo": public_repo(repo),
-                    "tag": tag_for(catalog["version"])},
-        "kind": "bundle",
-        "bundle": found["bundle"],
-        "model": found["model"],
-        "tier": found["tier"],
-        "sha256": found["sha256"],
-        "bytes": found["bytes"],
-        "precision": found["precision"],
-        "choosing_a_signature": CHOOSING,
-        "signatures": [{"signature": s["signature"], "cell": s["cell"], "ratio": cells[s["cell"]]["ratio"],
-                        **{k: v for k, v in _facts(catalog, cells[s["cell"]]).items() if k != "precision"}}
-                       for s in found["signatures"]],
-        "load": found["load"],
-        "license": catalog_license(catalog, found["model"]),
-        "stress_weights": stress_warning(catalog) is not None,
-        "warning": stress_warning(catalog),
-    }
-
-
-def model_file_name(catalog: dict, entry: dict) -> str:
-    return f"{catalog['name']}-{entry['cell']}-{entry['height']}x{entry['width']}-fp16.tflite"
-
-
-def bundle_file_name(catalog: dict, bundle: dict) -> str:
-    return f"{catalog['name']}-{bundle_artifact(bundle['bundle'])}-fp16.tflite"
-
-
-def release_folder_name(catalog: dict) -> str:
-    return f"{catalog['name']}-{catalog['version']}.release"
 
 
 def pull_ai_pack(repo: str, version: str, out: Path, aspect: str | None, camera: tuple[int, int] | None,

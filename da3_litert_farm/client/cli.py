@@ -81,14 +81,8 @@ given --allow-stress.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import errno
 import json
-import os
-import re
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from da3_litert_farm.core.errors import FarmError
@@ -96,6 +90,8 @@ from da3_litert_farm.client.catalog import PullError, pullable_catalog, read_cat
 from da3_litert_farm.client.choice import bundle_of, choose, choose_bundle
 from da3_litert_farm.client.remote import RemoteError, download
 from da3_litert_farm.client.show import format_summary, summary
+from da3_litert_farm.client.staging import (check_space, free_bytes, no_space, place, place_folder, recover_staging,
+                                            staging_folder)
 from da3_litert_farm.client.sidecars import (bundle_file_name, bundle_sidecar, model_file_name, release_folder_name,
                                              sidecar)
 from da3_litert_farm.client.trust import (TRUST_ENV, Trust, TrustError, check_release, load_trust,
@@ -145,9 +141,7 @@ def pull_ai_pack(repo: str, version: str, out: Path, aspect: str | None, camera:
     layout = npu_files.ai_pack_layout(pack, socs)  # path -> chip (None: the GPU file)
     files = {path: npu_files.as_file(entry, entry["npu"]["targets"][soc]) if soc else entry
              for path, soc in layout.items()}
-    needed = sum(f["bytes"] for f in files.values()) + SPACE_MARGIN
-    if _free(out) < needed:
-        raise no_space(out, pack, needed, _free(out))
+    check_space(out, pack, sum(f["bytes"] for f in files.values()))
     with fileio.atomic_dir(out) as staging:
         for path, f in files.items():
             staged = staging / path
@@ -198,131 +192,28 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
     document["signature"] = {**signature, **({"release_folder": release_dir} if release_dir else {})}
     if out.is_dir():
         recover_staging(out)  # what a killed pull left: completed or rolled back, its staging folder removed
-    needed = entry["bytes"] + SPACE_MARGIN
-    if _free(out) < needed:
-        raise no_space(out, name, needed, _free(out))
-    # Staged in a hidden folder inside `out`: a sandboxed build step may write only there, and
-    # placing is then a rename on the same filesystem. `out` is removed again on failure if
-    # this pull created it. The folder's name holds this process's id, so that a later pull
-    # can tell a killed pull's folder from a running one's.
-    created = _missing_folders(out)
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        with tempfile.TemporaryDirectory(prefix=f"{STAGING}{os.getpid()}.", dir=out) as staging:
-            staged = Path(staging) / name
-            try:
-                download(entry["file"], repo, tag_for(version), remote, staged)
-            except RemoteError as exc:
-                free = _free(out) + (staged.stat().st_size if staged.exists() else 0)  # once the part is removed
-                if free < needed:  # the disk filled up under the download (the write failed with ENOSPC)
-                    raise no_space(out, name, needed, free) from None
-                raise PullError(f"cannot download {entry['file']} of catalog {version}: {exc}") from None
-            digest = fileio.sha256_file(staged)
-            if digest != entry["sha256"]:
-                raise PullError(f"sha256 mismatch for {entry['file']} (catalog {version}): downloaded {digest}, "
-                                f"catalog says {entry['sha256']}; the remote copy is corrupt or tampered. "
-                                f"{out} was left untouched")
-            staged_sidecar = Path(staging) / f"{name}.json"
-            fileio.write_json(staged_sidecar, document)
-            if release_dir:  # beside the files, for `farm verify`; placed first, so a sidecar never lacks it
-                write_release_folder(release, Path(staging) / release_dir)
-                place_folder(Path(staging) / release_dir, out, Path(staging) / f"{release_dir}.old")
-            place(staged, staged_sidecar, out)
-    except BaseException as exc:
-        for folder in created:  # deepest first; each is empty again once staging is gone
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            raise no_space(out, name, needed, _free(out)) from None
-        raise
+    needed = check_space(out, name, entry["bytes"])
+    with staging_folder(out, name, needed) as staging:
+        staged = staging / name
+        try:
+            download(entry["file"], repo, tag_for(version), remote, staged)
+        except RemoteError as exc:
+            free = free_bytes(out) + (staged.stat().st_size if staged.exists() else 0)  # once the part is removed
+            if free < needed:  # the disk filled up under the download (the write failed with ENOSPC)
+                raise no_space(out, name, needed, free) from None
+            raise PullError(f"cannot download {entry['file']} of catalog {version}: {exc}") from None
+        digest = fileio.sha256_file(staged)
+        if digest != entry["sha256"]:
+            raise PullError(f"sha256 mismatch for {entry['file']} (catalog {version}): downloaded {digest}, "
+                            f"catalog says {entry['sha256']}; the remote copy is corrupt or tampered. "
+                            f"{out} was left untouched")
+        staged_sidecar = staging / f"{name}.json"
+        fileio.write_json(staged_sidecar, document)
+        if release_dir:  # beside the files, for `farm verify`; placed first, so a sidecar never lacks it
+            write_release_folder(release, staging / release_dir)
+            place_folder(staging / release_dir, out, staging / f"{release_dir}.old")
+        place(staged, staged_sidecar, out)
     return out / name, reason
-
-
-STAGING = ".farm-pull."  # + the pulling process's id + a random part
-# Room for the sidecar and the release folder, beside the model's bytes.
-SPACE_MARGIN = 1 << 20
-
-
-def _free(out: Path) -> int:
-    """Free bytes on the disk that holds `out` (or would hold it)."""
-    return shutil.disk_usage(next(f for f in (out.absolute(), *out.absolute().parents) if f.exists())).free
-
-
-def no_space(out: Path, name: str, needed: int, free: int) -> PullError:
-    return PullError(f"not enough space in {out} for {name}: it needs {needed / 1e6:.1f} MB, the disk holding it has "
-                     f"{free / 1e6:.1f} MB free (the file is staged there whole before it is moved into place); free "
-                     f"some space or pull into a folder on a roomier disk. {out} was left untouched")
-
-
-def recover_staging(out: Path) -> None:
-    """Finish what pulls killed mid-way left in `out` (SIGKILL or a power cut skip every cleanup): put back a
-    sidecar that describes the model in `out` where that model has none, then remove their staging folders.
-    A running pull's folder is left alone."""
-    for staging in sorted(out.glob(f"{STAGING}*")):
-        owner = re.match(rf"{re.escape(STAGING)}(\d+)\.", staging.name)
-        if owner is None or _running(int(owner[1])):
-            continue  # an older client's folder, or a pull still at work
-        for saved in sorted(staging.glob("*.tflite.json*")):  # the new sidecar, and the old one (.old) if set aside
-            target = out / saved.name.removesuffix(".old")
-            model = target.with_name(target.name.removesuffix(".json"))
-            if saved.is_file() and model.is_file() and not target.exists() and _describes(saved, model):
-                os.replace(saved, target)
-        for aside in staging.glob("*.release.old"):  # a release folder set aside: the same tag's files
-            if not (out / aside.name.removesuffix(".old")).exists():
-                os.replace(aside, out / aside.name.removesuffix(".old"))
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    """Whether process `pid` exists. Where that cannot be asked safely (Windows: os.kill would end it), yes."""
-    if os.name != "posix":
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-def _describes(sidecar_path: Path, model: Path) -> bool:
-    try:
-        return json.loads(sidecar_path.read_text())["sha256"] == fileio.sha256_file(model)
-    except (ValueError, KeyError, TypeError, OSError):
-        return False
-
-
-def _missing_folders(out: Path) -> list[Path]:
-    """`out` and those of its parents that do not exist yet, deepest first."""
-    missing = []
-    for folder in (out.absolute(), *out.absolute().parents):
-        if folder.exists():
-            break
-        missing.append(folder)
-    return missing
-
-
-def place(model: Path, model_sidecar: Path, out: Path) -> None:
-    """Move a verified model and its sidecar into `out` so that no reader can pair them wrongly.
-
-    Each step is one atomic rename: the old sidecar goes (aside, into the staging folder), the
-    model is replaced, the new sidecar arrives. In between, the model has no sidecar, never
-    another version's; if the pull is killed there, the next pull into `out` puts back the
-    sidecar that describes the model it finds (recover_staging).
-    """
-    with contextlib.suppress(FileNotFoundError):
-        os.replace(out / model_sidecar.name, model.parent / f"{model_sidecar.name}.old")
-    os.replace(model, out / model.name)
-    os.replace(model_sidecar, out / model_sidecar.name)
-
-
-def place_folder(folder: Path, out: Path, trash: Path) -> None:
-    """Move a release folder into `out`, replacing one of the same name (the same tag's, so the same files)."""
-    target = out / folder.name
-    if target.exists():
-        os.replace(target, trash)
-    os.replace(folder, target)
 
 
 # ---- farm verify: the files in an app's assets, against the signed release folders beside them ----

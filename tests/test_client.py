@@ -14,7 +14,8 @@ import pytest
 
 from da3_litert_farm.client.catalog import PullError
 from da3_litert_farm.client.choice import catalog_aspects, choose, orientation_note
-from da3_litert_farm.client.cli import diff, format_diff, main, pull
+from da3_litert_farm.client.cli import diff, format_diff, main
+from da3_litert_farm.client.pull import pull
 from da3_litert_farm.client.sidecars import public_repo, sidecar
 from da3_litert_farm.core.aspects import AspectError
 from da3_litert_farm.client.remote import explain, scheme
@@ -535,7 +536,7 @@ def test_pull_of_the_bundle_of_a_model_of_two_tiers_needs_long_side(tmp_path, mo
     monkeypatch.setattr("da3_litert_farm.client.catalog.read_release",  # an unsigned release of it, at its tag
                         lambda repo, version: Release("catalog/v1.0.0", json.dumps(doc).encode(), None, None, ""))
     downloads = []
-    monkeypatch.setattr("da3_litert_farm.client.cli.download",
+    monkeypatch.setattr("da3_litert_farm.client.pull.download",
                         lambda path, repo, rev, remote, dest: (downloads.append(path), dest.write_bytes(payload)))
     target = tmp_path / "app" / "assets"
     with pytest.raises(PullError) as refused:
@@ -564,7 +565,7 @@ def test_a_pulled_file_and_its_sidecar_name_its_cell_and_its_models_licence(tmp_
     monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: doc)
     monkeypatch.setattr("da3_litert_farm.client.catalog.read_release",
                         lambda repo, version: Release("catalog/v1.0.0", json.dumps(doc).encode(), None, None, ""))
-    monkeypatch.setattr("da3_litert_farm.client.cli.download",
+    monkeypatch.setattr("da3_litert_farm.client.pull.download",
                         lambda path, repo, rev, remote, dest: dest.write_bytes(payload))
     assert main(["pull", "--repo", "R", "--version", "1.0.0", "--model", "metric", "--camera", "3024x4032",
                  "--out", str(tmp_path), "--allow-unsigned"]) == 0

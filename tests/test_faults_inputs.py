@@ -439,7 +439,7 @@ class FakeFarm:
         monkeypatch.setattr("da3_litert_farm.client.catalog._dvc_api", lambda: (Api, DvcError))
         monkeypatch.setattr("da3_litert_farm.client.catalog.read_release", lambda repo, version: Release(
             f"catalog/v{version}", good if version == "1.0.0" else self.catalog, None, None, ""))
-        monkeypatch.setattr(cli, "download", lambda path, repo, rev, remote, dest: (
+        monkeypatch.setattr("da3_litert_farm.client.pull.download", lambda path, repo, rev, remote, dest: (
             self.downloads.append(path), dest.write_bytes(b"not the model")))
 
 

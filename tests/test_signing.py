@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from da3_litert_farm.client import cli, sidecars
+from da3_litert_farm.client.pull import pull
 from da3_litert_farm.client.trust import (PROVENANCE, SIGNATURE, Release, Trust, TrustError, check_release,
                                           fingerprint, load_key, load_trust, short, write_release_folder)
 from da3_litert_farm.core.fileio import sha256_file
@@ -397,20 +398,20 @@ def test_pull_verifies_the_tag_before_writing_and_leaves_the_release_folder_for_
     tag("1.0.0", publisher[0])
     tag("1.0.1", attacker[0])
     monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: catalog(version))
-    monkeypatch.setattr(cli, "download", lambda path, repo, rev, remote, dest: dest.write_bytes(payload))
+    monkeypatch.setattr("da3_litert_farm.client.pull.download", lambda path, repo, rev, remote, dest: dest.write_bytes(payload))
 
     refused = tmp_path / "refused" / "assets"
     with pytest.raises(TrustError, match=r"catalog 1.0.1 is signed by an unknown key"):
-        cli.pull(str(repo), "1.0.1", refused, aspect="3x4", trust=trusting(publisher[1]))
+        pull(str(repo), "1.0.1", refused, aspect="3x4", trust=trusting(publisher[1]))
     assert not (tmp_path / "refused").exists()
 
     out = tmp_path / "app" / "assets"
-    path, _ = cli.pull(str(repo), "1.0.0", out, aspect="3x4", trust=trusting(publisher[1]))
+    path, _ = pull(str(repo), "1.0.0", out, aspect="3x4", trust=trusting(publisher[1]))
     assert path.read_bytes() == payload
     side = json.loads(path.with_name(f"{path.name}.json").read_text())
     assert side["signature"]["verified"] is True and side["signature"]["key"] == signing_key(publisher[0])[1]
     assert sorted(p.name for p in out.iterdir()) == sorted([path.name, f"{path.name}.json",
                                                             "da3-small-litert-1.0.0.release"])
     assert "verified 1 file" in cli.verify_assets(out, trusting(publisher[1]))
-    again, _ = cli.pull(str(repo), "1.0.0", out, aspect="3x4", trust=trusting(publisher[1]))  # replaces in place
+    again, _ = pull(str(repo), "1.0.0", out, aspect="3x4", trust=trusting(publisher[1]))  # replaces in place
     assert again == path and "verified 1 file" in cli.verify_assets(out, trusting(publisher[1]))

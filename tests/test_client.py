@@ -14,7 +14,8 @@ import pytest
 
 from da3_litert_farm.client.catalog import PullError
 from da3_litert_farm.client.choice import catalog_aspects, choose, orientation_note
-from da3_litert_farm.client.cli import diff, format_diff, main
+from da3_litert_farm.client.cli import main
+from da3_litert_farm.client.diff import diff, format_diff
 from da3_litert_farm.client.pull import pull
 from da3_litert_farm.client.sidecars import public_repo, sidecar
 from da3_litert_farm.core.aspects import AspectError
@@ -614,7 +615,7 @@ def test_check_catalog_refuses_cells_and_bundles_whose_names_disagree_with_their
 def test_diff_compares_file_by_cell_so_an_aspect_at_two_tiers_is_two_rows(monkeypatch):
     old, new = catalog(), ladder()
     new["models"][0]["sha256"] = "f" * 64  # small-896-9x16 rebuilt
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog",
+    monkeypatch.setattr("da3_litert_farm.client.diff.read_catalog",
                         lambda repo, version: {"1.0.0": old, "1.1.0": new}[version])
     rows = {r["cell"]: r for r in diff("R", "1.0.0", "1.1.0")}
     assert {cell: r["change"] for cell, r in rows.items()} == {

@@ -29,7 +29,8 @@ from da3_litert_farm.client import cli, sidecars
 from da3_litert_farm.client.catalog import read_catalog
 from da3_litert_farm.client.choice import choose
 from da3_litert_farm.client.show import summary
-from da3_litert_farm.client.trust import Release, write_release_folder
+from da3_litert_farm.client.trust import Release, TrustError, load_trust, write_release_folder
+from da3_litert_farm.client.verify import verify_assets
 from da3_litert_farm.config.params import ParamsError, load_params
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.ops.signing import make_keys, provenance, sign_release
@@ -575,7 +576,7 @@ def test_generated_bad_sidecars_fail_farm_verify_with_a_named_error(signed_asset
         (folder / sidecar_file.name).write_bytes(mutated)
         before = sorted(p.name for p in folder.rglob("*"))
         capsys.readouterr()
-        error = log.refused(lambda: cli.verify_assets(folder, cli.load_trust([str(public)])), cli.TrustError)
+        error = log.refused(lambda: verify_assets(folder, load_trust([str(public)])), TrustError)
         assert sidecar_file.name in str(error) or sidecar_file.name[:-5] in str(error), str(error)
         assert cli.main(["verify", str(folder), "--trust", str(public)]) == 1
         one_line_refusal(capsys.readouterr().err, "farm verify: ")
@@ -608,7 +609,7 @@ def test_a_signed_but_malformed_catalog_fails_farm_verify_with_a_named_error(sig
         files = sign_release(data, statement, private, tmp_path / f"signed{folder.name}")
         write_release_folder(Release("", data, files["provenance.json"], files["signature.sig"], ""), release)
         capsys.readouterr()
-        log.refused(lambda: cli.verify_assets(folder, cli.load_trust([str(public)])), cli.TrustError)
+        log.refused(lambda: verify_assets(folder, load_trust([str(public)])), TrustError)
         assert cli.main(["verify", str(folder), "--trust", str(public)]) == 1, what
         one_line_refusal(capsys.readouterr().err, "farm verify: ")
         shutil.rmtree(folder)
@@ -635,7 +636,7 @@ def test_farm_verify_does_not_follow_links_out_of_the_folder(signed_assets, tmp_
     target.symlink_to(moved)
     # What the link points to is the valid file itself: were it followed, verify would pass.
     log = Trials(fault_log, SIDECAR_FAULT)
-    error = log.refused(lambda: cli.verify_assets(folder, cli.load_trust([str(public)])), cli.TrustError)
+    error = log.refused(lambda: verify_assets(folder, load_trust([str(public)])), TrustError)
     log.record()
     assert f"{target.name} is a symbolic link" in str(error)
 

@@ -17,6 +17,7 @@ from da3_litert_farm.client import cli, sidecars
 from da3_litert_farm.client.pull import pull
 from da3_litert_farm.client.trust import (PROVENANCE, SIGNATURE, Release, Trust, TrustError, check_release,
                                           fingerprint, load_key, load_trust, short, write_release_folder)
+from da3_litert_farm.client.verify import verify_assets
 from da3_litert_farm.core.fileio import sha256_file
 from da3_litert_farm.ops import signing
 from da3_litert_farm.ops.signing import SigningError, make_keys, provenance, sign_release, signing_key
@@ -324,7 +325,7 @@ def test_farm_verify_passes_on_pulled_assets_and_names_a_changed_file(assets, pu
     model.write_bytes(bytes(data))
     with pytest.raises(TrustError, match=rf"^{model.name}: sha256 {sha256_file(model)} is not the signed catalog "
                                          rf"1.0.0's {entry['sha256']}: the file was changed after signing$"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
     assert cli.main(["verify", str(folder), "--trust", str(publisher[1])]) == 1
     assert f"farm verify: {model.name}: sha256" in capsys.readouterr().err
 
@@ -344,31 +345,31 @@ def test_farm_verify_names_a_sidecar_field_changed_after_the_pull(assets, publis
     edit(doc)
     side.write_text(json.dumps(doc, indent=2))
     with pytest.raises(TrustError, match=rf"^{side.name}: field {field} differs from the signed catalog 1.0.0"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
 
 
 def test_farm_verify_refuses_what_it_cannot_check(assets, publisher, attacker, tmp_path):
     folder, model, _ = assets
     side = model.with_name(f"{model.name}.json")
     with pytest.raises(TrustError, match=r"signed by an unknown key"):
-        cli.verify_assets(folder, trusting(attacker[1]))
+        verify_assets(folder, trusting(attacker[1]))
     with pytest.raises(TrustError, match=r"verify needs the publisher's public key"):
-        cli.verify_assets(folder, Trust())
+        verify_assets(folder, Trust())
     side.write_text(side.read_text().replace('"sidecar_version"', '"sidecar_version', 1))  # one byte gone
     with pytest.raises(TrustError, match=rf"{side.name} is not a sidecar any more"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
     side.unlink()
     with pytest.raises(TrustError, match=rf"{model.name} has no sidecar"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
     (release_dir,) = folder.glob("*.release")
     catalog_file = release_dir / "catalog.json"
     catalog_file.write_text(catalog_file.read_text().replace("2026-12-05", "2026-12-06"))
     with pytest.raises(TrustError, match=r"does not cover .*\(catalog.json: signed sha256"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(TrustError, match=r"holds no signed release folder"):
-        cli.verify_assets(empty, trusting(publisher[1]))
+        verify_assets(empty, trusting(publisher[1]))
 
 
 # ---- pull: verified before anything is written, from a repository's tag ----
@@ -412,6 +413,6 @@ def test_pull_verifies_the_tag_before_writing_and_leaves_the_release_folder_for_
     assert side["signature"]["verified"] is True and side["signature"]["key"] == signing_key(publisher[0])[1]
     assert sorted(p.name for p in out.iterdir()) == sorted([path.name, f"{path.name}.json",
                                                             "da3-small-litert-1.0.0.release"])
-    assert "verified 1 file" in cli.verify_assets(out, trusting(publisher[1]))
+    assert "verified 1 file" in verify_assets(out, trusting(publisher[1]))
     again, _ = pull(str(repo), "1.0.0", out, aspect="3x4", trust=trusting(publisher[1]))  # replaces in place
-    assert again == path and "verified 1 file" in cli.verify_assets(out, trusting(publisher[1]))
+    assert again == path and "verified 1 file" in verify_assets(out, trusting(publisher[1]))

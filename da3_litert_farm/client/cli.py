@@ -120,6 +120,7 @@ def parse_camera(text: str) -> tuple[int, int]:
     return width, height
 
 
+# `farm --help` is this module's docstring: its first paragraph the description, the rest the epilog.
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="farm", description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],

@@ -18,44 +18,6 @@ from da3_litert_farm.client.trust import Trust, signature_line, write_release_fo
 from da3_litert_farm.core import fileio
 from da3_litert_farm.core.releases import tag_for
 
-
-def pull_ai_pack(repo: str, version: str, out: Path, aspect: str | None, camera: tuple[int, int] | None,
-                 remote: str | None, allow_stress: bool, trust: Trust | None, allow_unsigned: bool,
-                 long_side: int | None, max_gmac: float | None, model: str | None) -> str:
-    """Write a Play AI pack of the chosen cell into `out` (the pack's own folder, replaced whole on success and left
-    as it was on any failure): each phone chip's NPU file in its device group, the GPU file for every other device,
-    device_targeting_configuration.xml, the pack module's build.gradle.kts and ai-pack.json (what each file is).
-    Every file's sha256 is checked against the verified catalog before anything is placed."""
-    catalog, signature, _ = pullable_catalog(repo, version, trust, allow_unsigned, allow_stress)
-    entry, reason = choose(catalog, aspect, camera, long_side, max_gmac, model)
-    socs = npu_files.phone_chips(entry)
-    if not socs:
-        raise PullError(f"cell {entry['cell']} of catalog {version} has no file compiled for a phone's NPU (the farm's "
-                        f"npu.targets), so an AI pack would hold the GPU file alone: pull that without --ai-pack")
-    pack = npu_files.ai_pack_name(catalog, entry)
-    layout = npu_files.ai_pack_layout(pack, socs)  # path -> chip (None: the GPU file)
-    files = {path: npu_files.as_file(entry, entry["npu"]["targets"][soc]) if soc else entry
-             for path, soc in layout.items()}
-    check_space(out, pack, sum(f["bytes"] for f in files.values()))
-    with fileio.atomic_dir(out) as staging:
-        for path, f in files.items():
-            staged = staging / path
-            staged.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                download(f["file"], repo, tag_for(version), remote, staged)
-            except RemoteError as exc:
-                raise PullError(f"cannot download {f['file']} of catalog {version}: {exc}") from None
-            if (digest := fileio.sha256_file(staged)) != f["sha256"]:
-                raise PullError(f"sha256 mismatch for {f['file']} (catalog {version}): downloaded {digest}, catalog "
-                                f"says {f['sha256']}; the remote copy is corrupt or tampered. {out} was left untouched")
-        (staging / "device_targeting_configuration.xml").write_text(npu_files.targeting_config(socs))
-        (staging / pack / "build.gradle.kts").write_text(npu_files.ai_pack_gradle(pack))
-        fileio.write_json(staging / "ai-pack.json", {"pack": pack, "selected": reason, "signature": signature, "groups": {
-            path: sidecar(catalog, entry, repo, reason, Path(path).name, entry["npu"]["targets"][soc] if soc else None)
-            for path, soc in layout.items()}})
-    return f"{reason}\n{npu_files.describe_pack(out, pack, socs)}\n{signature_line(signature)}"
-
-
 def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: tuple[int, int] | None = None,
          remote: str | None = None, bundle: bool = False, allow_stress: bool = False, trust: Trust | None = None,
          allow_unsigned: bool = False, long_side: int | None = None, max_gmac: float | None = None,
@@ -109,3 +71,40 @@ def pull(repo: str, version: str, out: Path, aspect: str | None = None, camera: 
             place_folder(staging / release_dir, out, staging / f"{release_dir}.old")
         place(staged, staged_sidecar, out)
     return out / name, reason
+
+
+def pull_ai_pack(repo: str, version: str, out: Path, aspect: str | None, camera: tuple[int, int] | None,
+                 remote: str | None, allow_stress: bool, trust: Trust | None, allow_unsigned: bool,
+                 long_side: int | None, max_gmac: float | None, model: str | None) -> str:
+    """Write a Play AI pack of the chosen cell into `out` (the pack's own folder, replaced whole on success and left
+    as it was on any failure): each phone chip's NPU file in its device group, the GPU file for every other device,
+    device_targeting_configuration.xml, the pack module's build.gradle.kts and ai-pack.json (what each file is).
+    Every file's sha256 is checked against the verified catalog before anything is placed."""
+    catalog, signature, _ = pullable_catalog(repo, version, trust, allow_unsigned, allow_stress)
+    entry, reason = choose(catalog, aspect, camera, long_side, max_gmac, model)
+    socs = npu_files.phone_chips(entry)
+    if not socs:
+        raise PullError(f"cell {entry['cell']} of catalog {version} has no file compiled for a phone's NPU (the farm's "
+                        f"npu.targets), so an AI pack would hold the GPU file alone: pull that without --ai-pack")
+    pack = npu_files.ai_pack_name(catalog, entry)
+    layout = npu_files.ai_pack_layout(pack, socs)  # path -> chip (None: the GPU file)
+    files = {path: npu_files.as_file(entry, entry["npu"]["targets"][soc]) if soc else entry
+             for path, soc in layout.items()}
+    check_space(out, pack, sum(f["bytes"] for f in files.values()))
+    with fileio.atomic_dir(out) as staging:
+        for path, f in files.items():
+            staged = staging / path
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                download(f["file"], repo, tag_for(version), remote, staged)
+            except RemoteError as exc:
+                raise PullError(f"cannot download {f['file']} of catalog {version}: {exc}") from None
+            if (digest := fileio.sha256_file(staged)) != f["sha256"]:
+                raise PullError(f"sha256 mismatch for {f['file']} (catalog {version}): downloaded {digest}, catalog "
+                                f"says {f['sha256']}; the remote copy is corrupt or tampered. {out} was left untouched")
+        (staging / "device_targeting_configuration.xml").write_text(npu_files.targeting_config(socs))
+        (staging / pack / "build.gradle.kts").write_text(npu_files.ai_pack_gradle(pack))
+        fileio.write_json(staging / "ai-pack.json", {"pack": pack, "selected": reason, "signature": signature, "groups": {
+            path: sidecar(catalog, entry, repo, reason, Path(path).name, entry["npu"]["targets"][soc] if soc else None)
+            for path, soc in layout.items()}})
+    return f"{reason}\n{npu_files.describe_pack(out, pack, socs)}\n{signature_line(signature)}"

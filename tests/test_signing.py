@@ -399,7 +399,8 @@ def test_pull_verifies_the_tag_before_writing_and_leaves_the_release_folder_for_
     tag("1.0.0", publisher[0])
     tag("1.0.1", attacker[0])
     monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: catalog(version))
-    monkeypatch.setattr("da3_litert_farm.client.pull.download", lambda path, repo, rev, remote, dest: dest.write_bytes(payload))
+    monkeypatch.setattr("da3_litert_farm.client.pull.download",
+                        lambda path, repo, rev, remote, dest: dest.write_bytes(payload))
 
     refused = tmp_path / "refused" / "assets"
     with pytest.raises(TrustError, match=r"catalog 1.0.1 is signed by an unknown key"):

@@ -12,8 +12,12 @@ import shlex
 
 import pytest
 
-from da3_litert_farm.client.cli import (catalog_aspects, choose, diff, format_diff, main, orientation_note,
-                                        public_repo, pull, PullError, sidecar)
+from da3_litert_farm.client.catalog import PullError
+from da3_litert_farm.client.choice import catalog_aspects, choose, orientation_note
+from da3_litert_farm.client.cli import main
+from da3_litert_farm.client.diff import diff, format_diff
+from da3_litert_farm.client.pull import pull
+from da3_litert_farm.client.sidecars import public_repo, sidecar
 from da3_litert_farm.core.aspects import AspectError
 from da3_litert_farm.client.remote import explain, scheme
 from da3_litert_farm.client.trust import Release
@@ -228,7 +232,7 @@ def test_the_tier_commands_of_app_integration_run_as_printed(monkeypatch, capsys
     assert not missing, f"{shown.where()} shows what the commands above it do not print:\n" + "\n".join(missing)
 
 def test_pull_of_the_bundle_refuses_a_budget_before_reading_the_catalog(tmp_path, monkeypatch):
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: pytest.fail("read"))
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: pytest.fail("read"))
     with pytest.raises(PullError, match="--max-gmac chooses one file for a --camera; --bundle holds every aspect of "
                                         "one tier"):
         pull("/nonexistent", "1.0.0", tmp_path / "out", bundle=True, max_gmac=50)
@@ -237,8 +241,8 @@ def test_pull_of_the_bundle_refuses_a_budget_before_reading_the_catalog(tmp_path
 
 def test_a_stress_catalog_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     stress = catalog("random")
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: stress)
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_release",  # an unsigned release of it, at its tag
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: stress)
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_release",  # an unsigned release of it, at its tag
                         lambda repo, version: Release("catalog/v1.0.0", json.dumps(stress).encode(), None, None, ""))
     target = tmp_path / "app" / "assets"
     with pytest.raises(PullError, match=r"catalog 1.0.0 was built from stress weights: .* nothing was downloaded.*"
@@ -390,7 +394,7 @@ def test_cli_help_says_camera_is_the_frame_after_rotation(capsys):
 
 
 def test_show_json_prints_the_catalog_figures(capsys, monkeypatch):
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: catalog())
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: catalog())
     assert main(["show", "--repo", "r", "--version", "1.0.0", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     # Expected values are read off the document `catalog()` and `model()` write above, by hand.
@@ -502,8 +506,8 @@ def old_catalog_reader(monkeypatch, document: dict) -> None:
         def read(path, repo, rev):
             return json.dumps(document)
 
-    monkeypatch.setattr("da3_litert_farm.client.cli.published_versions", lambda repo: ["1.0.0"])
-    monkeypatch.setattr("da3_litert_farm.client.cli._dvc_api", lambda: (Api, OSError))
+    monkeypatch.setattr("da3_litert_farm.client.catalog.published_versions", lambda repo: ["1.0.0"])
+    monkeypatch.setattr("da3_litert_farm.client.catalog._dvc_api", lambda: (Api, OSError))
 
 
 def test_a_catalog_of_schema_1_is_refused_naming_the_client_to_use(monkeypatch, capsys):
@@ -529,11 +533,11 @@ def test_pull_of_the_bundle_of_a_model_of_two_tiers_needs_long_side(tmp_path, mo
     doc = runnable(ladder())
     payload = b"the bundle of small at 518"
     doc["bundles"][1].update(sha256=hashlib.sha256(payload).hexdigest(), bytes=len(payload))
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: doc)
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_release",  # an unsigned release of it, at its tag
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: doc)
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_release",  # an unsigned release of it, at its tag
                         lambda repo, version: Release("catalog/v1.0.0", json.dumps(doc).encode(), None, None, ""))
     downloads = []
-    monkeypatch.setattr("da3_litert_farm.client.cli.download",
+    monkeypatch.setattr("da3_litert_farm.client.pull.download",
                         lambda path, repo, rev, remote, dest: (downloads.append(path), dest.write_bytes(payload)))
     target = tmp_path / "app" / "assets"
     with pytest.raises(PullError) as refused:
@@ -559,10 +563,10 @@ def test_a_pulled_file_and_its_sidecar_name_its_cell_and_its_models_licence(tmp_
                                            "weights_source": "depth-anything/DA3METRIC-LARGE", "attribution": None}
     payload = b"metric 3x4"
     doc["models"][3].update(sha256=hashlib.sha256(payload).hexdigest(), bytes=len(payload))
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog", lambda repo, version: doc)
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_release",
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: doc)
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_release",
                         lambda repo, version: Release("catalog/v1.0.0", json.dumps(doc).encode(), None, None, ""))
-    monkeypatch.setattr("da3_litert_farm.client.cli.download",
+    monkeypatch.setattr("da3_litert_farm.client.pull.download",
                         lambda path, repo, rev, remote, dest: dest.write_bytes(payload))
     assert main(["pull", "--repo", "R", "--version", "1.0.0", "--model", "metric", "--camera", "3024x4032",
                  "--out", str(tmp_path), "--allow-unsigned"]) == 0
@@ -611,7 +615,7 @@ def test_check_catalog_refuses_cells_and_bundles_whose_names_disagree_with_their
 def test_diff_compares_file_by_cell_so_an_aspect_at_two_tiers_is_two_rows(monkeypatch):
     old, new = catalog(), ladder()
     new["models"][0]["sha256"] = "f" * 64  # small-896-9x16 rebuilt
-    monkeypatch.setattr("da3_litert_farm.client.cli.read_catalog",
+    monkeypatch.setattr("da3_litert_farm.client.diff.read_catalog",
                         lambda repo, version: {"1.0.0": old, "1.1.0": new}[version])
     rows = {r["cell"]: r for r in diff("R", "1.0.0", "1.1.0")}
     assert {cell: r["change"] for cell, r in rows.items()} == {

@@ -25,9 +25,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import stages.params
-from da3_litert_farm.client import cli
+from da3_litert_farm.client import cli, sidecars
+from da3_litert_farm.client.catalog import read_catalog
+from da3_litert_farm.client.choice import choose
 from da3_litert_farm.client.show import summary
-from da3_litert_farm.client.trust import Release, write_release_folder
+from da3_litert_farm.client.trust import Release, TrustError, load_trust, write_release_folder
+from da3_litert_farm.client.verify import verify_assets
 from da3_litert_farm.config.params import ParamsError, load_params
 from da3_litert_farm.core.errors import FarmError
 from da3_litert_farm.ops.signing import make_keys, provenance, sign_release
@@ -433,11 +436,11 @@ class FakeFarm:
         class DvcError(Exception):
             pass
 
-        monkeypatch.setattr(cli, "published_versions", lambda repo: ["1.0.0", "1.0.1"])
-        monkeypatch.setattr(cli, "_dvc_api", lambda: (Api, DvcError))
-        monkeypatch.setattr(cli, "read_release", lambda repo, version: Release(
+        monkeypatch.setattr("da3_litert_farm.client.catalog.published_versions", lambda repo: ["1.0.0", "1.0.1"])
+        monkeypatch.setattr("da3_litert_farm.client.catalog._dvc_api", lambda: (Api, DvcError))
+        monkeypatch.setattr("da3_litert_farm.client.catalog.read_release", lambda repo, version: Release(
             f"catalog/v{version}", good if version == "1.0.0" else self.catalog, None, None, ""))
-        monkeypatch.setattr(cli, "download", lambda path, repo, rev, remote, dest: (
+        monkeypatch.setattr("da3_litert_farm.client.pull.download", lambda path, repo, rev, remote, dest: (
             self.downloads.append(path), dest.write_bytes(b"not the model")))
 
 
@@ -475,15 +478,15 @@ def test_generated_bad_catalogs_end_in_a_named_error_for_every_command(tmp_path,
     def case(mutated):
         farm.catalog, what = mutated
         capsys.readouterr()
-        error = log.refused(lambda: cli.read_catalog("R", "1.0.1"))
+        error = log.refused(lambda: read_catalog("R", "1.0.1"))
         assert "1.0.1" in str(error), str(error)
         try:
             doc = json.loads(farm.catalog)
         except (ValueError, RecursionError):
             doc = None
         if doc is not None:  # each reader on its own, as a library caller would call it
-            for read in (summary, lambda d: cli.choose(d, None, (1080, 1920)), lambda d: cli.choose(d, "9x16", None),
-                         lambda d: cli.bundle_sidecar(d, "R", "b.tflite")):
+            for read in (summary, lambda d: choose(d, None, (1080, 1920)), lambda d: choose(d, "9x16", None),
+                         lambda d: sidecars.bundle_sidecar(d, "R", "b.tflite")):
                 with pytest.raises(FarmError):
                     read(doc)
         for argv in commands:
@@ -510,11 +513,11 @@ def signed_assets(tmp_path_factory):
     files = sign_release(data, provenance(doc, "0" * 40, {}), root / "keys" / "publisher.pem", root / "signed")
     release = Release("catalog/v1.0.1", data, files["provenance.json"], files["signature.sig"], "")
     folder = root / "assets"
-    write_release_folder(release, folder / cli.release_folder_name(doc))
+    write_release_folder(release, folder / sidecars.release_folder_name(doc))
     for entry in doc["models"]:
-        name = cli.model_file_name(doc, entry)
+        name = sidecars.model_file_name(doc, entry)
         (folder / name).write_bytes(f"model {entry['aspect']}".encode())
-        document = cli.sidecar(doc, entry, "git@example.com:ml/farm.git", "aspect requested", name)
+        document = sidecars.sidecar(doc, entry, "git@example.com:ml/farm.git", "aspect requested", name)
         document["signature"] = {"verified": True, "release": release.tag}
         (folder / f"{name}.json").write_text(json.dumps(document, indent=2))
     return folder, public, root / "keys" / "publisher.pem", doc
@@ -573,7 +576,7 @@ def test_generated_bad_sidecars_fail_farm_verify_with_a_named_error(signed_asset
         (folder / sidecar_file.name).write_bytes(mutated)
         before = sorted(p.name for p in folder.rglob("*"))
         capsys.readouterr()
-        error = log.refused(lambda: cli.verify_assets(folder, cli.load_trust([str(public)])), cli.TrustError)
+        error = log.refused(lambda: verify_assets(folder, load_trust([str(public)])), TrustError)
         assert sidecar_file.name in str(error) or sidecar_file.name[:-5] in str(error), str(error)
         assert cli.main(["verify", str(folder), "--trust", str(public)]) == 1
         one_line_refusal(capsys.readouterr().err, "farm verify: ")
@@ -606,7 +609,7 @@ def test_a_signed_but_malformed_catalog_fails_farm_verify_with_a_named_error(sig
         files = sign_release(data, statement, private, tmp_path / f"signed{folder.name}")
         write_release_folder(Release("", data, files["provenance.json"], files["signature.sig"], ""), release)
         capsys.readouterr()
-        log.refused(lambda: cli.verify_assets(folder, cli.load_trust([str(public)])), cli.TrustError)
+        log.refused(lambda: verify_assets(folder, load_trust([str(public)])), TrustError)
         assert cli.main(["verify", str(folder), "--trust", str(public)]) == 1, what
         one_line_refusal(capsys.readouterr().err, "farm verify: ")
         shutil.rmtree(folder)
@@ -633,7 +636,7 @@ def test_farm_verify_does_not_follow_links_out_of_the_folder(signed_assets, tmp_
     target.symlink_to(moved)
     # What the link points to is the valid file itself: were it followed, verify would pass.
     log = Trials(fault_log, SIDECAR_FAULT)
-    error = log.refused(lambda: cli.verify_assets(folder, cli.load_trust([str(public)])), cli.TrustError)
+    error = log.refused(lambda: verify_assets(folder, load_trust([str(public)])), TrustError)
     log.record()
     assert f"{target.name} is a symbolic link" in str(error)
 

@@ -241,7 +241,7 @@ def test_a_pull_killed_while_placing_is_completed_by_the_next_pull(client, versi
 def test_only_a_dead_pulls_staging_is_recovered(tmp_path):
     """recover_staging: a release folder set aside by a killed signed pull goes back; the staging folders of a
     running pull and of an older client (no process id in the name) are left alone."""
-    from da3_litert_farm.client.cli import recover_staging
+    from da3_litert_farm.client.staging import recover_staging
 
     gone = subprocess.Popen(["true"])
     gone.wait()  # a process id that no process holds now

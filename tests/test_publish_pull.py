@@ -355,7 +355,7 @@ def test_pull_refuses_a_stress_catalog_unless_allowed(app_clone, tmp_path):
 
 def test_pull_places_model_and_sidecar_so_no_reader_pairs_them_wrongly(tmp_path, monkeypatch):
     """Kill `place` after each of its steps: a sidecar on disk always describes the model beside it."""
-    from da3_litert_farm.client import cli
+    from da3_litert_farm.client import staging
 
     def pair(directory, payload):
         directory.mkdir()
@@ -381,15 +381,15 @@ def test_pull_places_model_and_sidecar_so_no_reader_pairs_them_wrongly(tmp_path,
                 done.append(real(*args))
             return step
 
-        monkeypatch.setattr(cli.os, "remove", interrupting(os.remove))
-        monkeypatch.setattr(cli.os, "replace", interrupting(os.replace))
+        monkeypatch.setattr(staging.os, "remove", interrupting(os.remove))
+        monkeypatch.setattr(staging.os, "replace", interrupting(os.replace))
         with pytest.raises(KeyboardInterrupt):
-            cli.place(*new, out)
+            staging.place(*new, out)
         monkeypatch.undo()
         assert consistent(out), f"killed after {stop_after} steps: a sidecar beside another model"
     out = tmp_path / "done"
     pair(out, b"old model")
-    cli.place(*pair(tmp_path / "new", b"new model"), out)
+    staging.place(*pair(tmp_path / "new", b"new model"), out)
     assert (out / "m.tflite").read_bytes() == b"new model" and consistent(out)
 
 

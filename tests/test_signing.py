@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from da3_litert_farm.client import cli
+from da3_litert_farm.client import cli, sidecars
+from da3_litert_farm.client.pull import pull
 from da3_litert_farm.client.trust import (PROVENANCE, SIGNATURE, Release, Trust, TrustError, check_release,
                                           fingerprint, load_key, load_trust, short, write_release_folder)
+from da3_litert_farm.client.verify import verify_assets
 from da3_litert_farm.core.fileio import sha256_file
 from da3_litert_farm.ops import signing
 from da3_litert_farm.ops.signing import SigningError, make_keys, provenance, sign_release, signing_key
@@ -304,10 +306,10 @@ def assets(tmp_path, publisher):
                          "meaning": "relative depth"})
     signed = release(doc, publisher[0], tmp_path)
     folder = tmp_path / "assets"
-    write_release_folder(signed, folder / cli.release_folder_name(doc))
-    name = cli.model_file_name(doc, entry)
+    write_release_folder(signed, folder / sidecars.release_folder_name(doc))
+    name = sidecars.model_file_name(doc, entry)
     (folder / name).write_bytes(model_bytes)
-    side = cli.sidecar(doc, entry, "git@example.com:ml/farm.git", "aspect 3x4 requested", name)
+    side = sidecars.sidecar(doc, entry, "git@example.com:ml/farm.git", "aspect 3x4 requested", name)
     side["signature"] = {"verified": True, "release": signed.tag}
     (folder / f"{name}.json").write_text(json.dumps(side, indent=2))
     (folder / "keep.txt").write_text("another asset of the app")
@@ -323,7 +325,7 @@ def test_farm_verify_passes_on_pulled_assets_and_names_a_changed_file(assets, pu
     model.write_bytes(bytes(data))
     with pytest.raises(TrustError, match=rf"^{model.name}: sha256 {sha256_file(model)} is not the signed catalog "
                                          rf"1.0.0's {entry['sha256']}: the file was changed after signing$"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
     assert cli.main(["verify", str(folder), "--trust", str(publisher[1])]) == 1
     assert f"farm verify: {model.name}: sha256" in capsys.readouterr().err
 
@@ -343,31 +345,31 @@ def test_farm_verify_names_a_sidecar_field_changed_after_the_pull(assets, publis
     edit(doc)
     side.write_text(json.dumps(doc, indent=2))
     with pytest.raises(TrustError, match=rf"^{side.name}: field {field} differs from the signed catalog 1.0.0"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
 
 
 def test_farm_verify_refuses_what_it_cannot_check(assets, publisher, attacker, tmp_path):
     folder, model, _ = assets
     side = model.with_name(f"{model.name}.json")
     with pytest.raises(TrustError, match=r"signed by an unknown key"):
-        cli.verify_assets(folder, trusting(attacker[1]))
+        verify_assets(folder, trusting(attacker[1]))
     with pytest.raises(TrustError, match=r"verify needs the publisher's public key"):
-        cli.verify_assets(folder, Trust())
+        verify_assets(folder, Trust())
     side.write_text(side.read_text().replace('"sidecar_version"', '"sidecar_version', 1))  # one byte gone
     with pytest.raises(TrustError, match=rf"{side.name} is not a sidecar any more"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
     side.unlink()
     with pytest.raises(TrustError, match=rf"{model.name} has no sidecar"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
     (release_dir,) = folder.glob("*.release")
     catalog_file = release_dir / "catalog.json"
     catalog_file.write_text(catalog_file.read_text().replace("2026-12-05", "2026-12-06"))
     with pytest.raises(TrustError, match=r"does not cover .*\(catalog.json: signed sha256"):
-        cli.verify_assets(folder, trusting(publisher[1]))
+        verify_assets(folder, trusting(publisher[1]))
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(TrustError, match=r"holds no signed release folder"):
-        cli.verify_assets(empty, trusting(publisher[1]))
+        verify_assets(empty, trusting(publisher[1]))
 
 
 # ---- pull: verified before anything is written, from a repository's tag ----
@@ -396,21 +398,22 @@ def test_pull_verifies_the_tag_before_writing_and_leaves_the_release_folder_for_
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     tag("1.0.0", publisher[0])
     tag("1.0.1", attacker[0])
-    monkeypatch.setattr(cli, "read_catalog", lambda repo, version: catalog(version))
-    monkeypatch.setattr(cli, "download", lambda path, repo, rev, remote, dest: dest.write_bytes(payload))
+    monkeypatch.setattr("da3_litert_farm.client.catalog.read_catalog", lambda repo, version: catalog(version))
+    monkeypatch.setattr("da3_litert_farm.client.pull.download",
+                        lambda path, repo, rev, remote, dest: dest.write_bytes(payload))
 
     refused = tmp_path / "refused" / "assets"
     with pytest.raises(TrustError, match=r"catalog 1.0.1 is signed by an unknown key"):
-        cli.pull(str(repo), "1.0.1", refused, aspect="3x4", trust=trusting(publisher[1]))
+        pull(str(repo), "1.0.1", refused, aspect="3x4", trust=trusting(publisher[1]))
     assert not (tmp_path / "refused").exists()
 
     out = tmp_path / "app" / "assets"
-    path, _ = cli.pull(str(repo), "1.0.0", out, aspect="3x4", trust=trusting(publisher[1]))
+    path, _ = pull(str(repo), "1.0.0", out, aspect="3x4", trust=trusting(publisher[1]))
     assert path.read_bytes() == payload
     side = json.loads(path.with_name(f"{path.name}.json").read_text())
     assert side["signature"]["verified"] is True and side["signature"]["key"] == signing_key(publisher[0])[1]
     assert sorted(p.name for p in out.iterdir()) == sorted([path.name, f"{path.name}.json",
                                                             "da3-small-litert-1.0.0.release"])
-    assert "verified 1 file" in cli.verify_assets(out, trusting(publisher[1]))
-    again, _ = cli.pull(str(repo), "1.0.0", out, aspect="3x4", trust=trusting(publisher[1]))  # replaces in place
-    assert again == path and "verified 1 file" in cli.verify_assets(out, trusting(publisher[1]))
+    assert "verified 1 file" in verify_assets(out, trusting(publisher[1]))
+    again, _ = pull(str(repo), "1.0.0", out, aspect="3x4", trust=trusting(publisher[1]))  # replaces in place
+    assert again == path and "verified 1 file" in verify_assets(out, trusting(publisher[1]))

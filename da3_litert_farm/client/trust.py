@@ -326,6 +326,14 @@ def check_release(release: Release, trust: Trust, allow_unsigned: bool, version:
             "signature_sha256": hashlib.sha256(release.signature).hexdigest()}
 
 
+def signature_line(signature: dict) -> str:
+    """What `show`, `select` and `pull` print of check_release's record (with a pull's release folder)."""
+    if signature["verified"]:
+        return (f"signature: verified, {signature['release']} signed by key {short(signature['key'])}"
+                + (f"; release folder {signature['release_folder']}" if signature.get("release_folder") else ""))
+    return f"signature: NOT verified: {signature['reason']}"
+
+
 def _mismatch(signature: bytes, folder: Path) -> str:
     """What the (verified) signature's manifest says against what `folder` holds, file by file."""
     try:

@@ -466,14 +466,14 @@ let i = input(buffer, 896, 672)                              // drift: labels le
 
 
 def test_the_drift_the_issue_found_is_reported_on_a_copy_of_the_page(tmp_path):
-    """app-integration.md's tier picker as it was: two arguments to the three-parameter loadDepthModel, and the
-    (H, W) pair as one argument to cameraInput(image, h, w)."""
-    copy = tmp_path / "app-integration.md"
-    shutil.copy(REPO / "docs" / "app-integration.md", copy)
+    """android.md's tier picker (app-integration.md's when the issue found it) as it was: two arguments to the
+    three-parameter loadDepthModel, and the (H, W) pair as one argument to cameraInput(image, h, w)."""
+    copy = tmp_path / "android.md"
+    shutil.copy(REPO / "docs" / "android.md", copy)
     line = edit(copy, 'loadDepthModel(context, file, modeOf(file, "9x16"))', "loadDepthModel(context, file)")
     edit(copy, 'val (h, w) = shapeOf(m, "9x16"); cameraInput(frame, h, w)', 'cameraInput(frame, shapeOf(m, "9x16"))')
     problems, _ = snippet_problems(copy)
     assert [p.split(" with ")[0] for p in problems] == [f"{copy}:{line}: loadDepthModel()",
                                                         f"{copy}:{line + 1}: cameraInput()"], problems
-    assert "2 argument(s): gpuMode not passed; loadDepthModel (app-integration.md:" in problems[0]
+    assert "2 argument(s): gpuMode not passed; loadDepthModel (android.md:" in problems[0]
     assert "takes 3: (context, asset, gpuMode)" in problems[0] and "takes 3: (image, h, w)" in problems[1]

@@ -10,7 +10,8 @@ MODES = ("fp16", "fp16_fp32_accum", "fp32")
 DEFAULT_MODE = "fp16"
 APP_MODES = ("fp16", "fp16_fp32_accum")  # what gpu@ASPECT may check a file in: the modes apps run
 
-# How an app asks for each mode, in LiteRT's Kotlin and C++ APIs (docs/app-integration.md shows them in context).
+# How an app asks for each mode, in LiteRT's Kotlin and C++ APIs (docs/android.md and docs/cpp.md show them in
+# context; LiteRT's Swift API has no such setting: docs/ios.md).
 APP_SETTING = {
     "fp16": {"kotlin": "CompiledModel.Options(Accelerator.GPU) (no gpuOptions: the default precision)",
              "cpp": "no GpuOptions precision (the default)"},

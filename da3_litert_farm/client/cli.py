@@ -63,7 +63,7 @@ SM8650 picks that chip's file of the chosen cell instead of the GPU file (named 
 sidecar says which runtime libraries the app needs and which GPU file to fall back on. A chip the catalog has no file
 for gets the GPU file, and the reason line says so. `pull --ai-pack` writes, into --out, a Play AI pack of the chosen
 cell: every phone chip's file in its device group, the GPU file for every other device, and the device targeting
-configuration (docs/npu.md).
+configuration (docs/app-integration.md).
 
 `pull --bundle` writes a bundle instead: one per model and tier (named MODEL-TIER, e.g.
 small-896), one .tflite holding every aspect of that tier, a signature per aspect (signature

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# What an app needs beside a compiled file to run it on the NPU (docs/npu.md#on-the-phone).
+# What an app needs beside a compiled file to run it on the NPU (docs/android.md, the NPU file).
 RUNTIME = ("LiteRT's NPU runtime (CompiledModel with Accelerator.NPU) and Qualcomm's QNN runtime libraries of QAIRT "
            "{qairt} for HTP {arch} (libQnnHtp.so, libQnnSystem.so, libQnnHtp{v}Stub.so, libQnnHtp{v}Skel.so): "
            "delivered with Google Play's on-device AI features (the AI pack), or bundled by the app from Qualcomm's "

@@ -46,12 +46,11 @@ def npu_check(cell: Cell, npu: NpuParams, validation: ValidationParams, max_tens
         return {**head, "compiled": False, "reason": "npu.targets is empty in params.yaml", "targets": {},
                 "passed": True, "failures": []}
     with tempfile.TemporaryDirectory(prefix="npu-proxy-") as work:
-        return _compile_and_simulate(cell, npu, validation, max_tensor_mib, head, Path(work), say)
+        return _compile_and_simulate(cell, shipped, npu, validation, max_tensor_mib, head, Path(work), say)
 
 
-def _compile_and_simulate(cell: Cell, npu: NpuParams, validation: ValidationParams, max_tensor_mib: int, head: dict,
-                          work: Path, say) -> dict:
-    shipped = paths.fp16_model(cell.name)
+def _compile_and_simulate(cell: Cell, shipped: Path, npu: NpuParams, validation: ValidationParams,
+                          max_tensor_mib: int, head: dict, work: Path, say) -> dict:
     sim_file = simulated_file(cell, npu.simulate_tier, max_tensor_mib, validation.gpu_photos, work, say)
     record = {**head, "compiled": True, "compiler": f"ai-edge-litert {metadata.version('ai-edge-litert')}",
               "qairt": qairt_version(), "targets": {}, "failures": []}

@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 
 from da3_litert_farm.checks.agreement import compare
-from da3_litert_farm.config.params import PARAMS_FILE, load_params
-from da3_litert_farm.core.aspects import plan_aspect
+from da3_litert_farm.config.params import load_params
+from da3_litert_farm.core.models import DEFAULT_PRESET
 from da3_litert_farm.dev import figures
 from da3_litert_farm.dev.bench_npu import build
 from da3_litert_farm.model.official import official_depth
@@ -60,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     params = load_params(checkpoint_files=False)
-    raw = yaml.safe_load(PARAMS_FILE.read_text())["aspects"]
-    names = args.aspects.split(",") if args.aspects else list(raw)
     tier = max(params.tiers)
+    cells = {c.aspect.name: c for c in params.cells.values() if c.tier == tier and c.preset == DEFAULT_PRESET}
+    names = args.aspects.split(",") if args.aspects else list(cells)
     rows = []
     command = figures.command_line("da3_litert_farm.dev.npu_proxy_study", argv)
     measured = figures.measured_on(command, f"stress weights (seed {args.seed})")  # the commit that runs, not a later
@@ -70,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [(n, False) for n in names] + [(n, True) for n in args.outlier_aspects.split(",") if n]
         for name, outliers in runs:
             weights = "stress + outliers" if outliers else "stress"
-            for kind, long_side in (("full", tier), ("proxy", args.proxy_tier)):
-                shape = plan_aspect(name, raw[name], long_side).shape
+            for kind, shape in (("full", cells[name].shape), ("proxy", cells[name].proxy_shape(args.proxy_tier))):
                 fig = simulated(shape.height, shape.width, args.seed, outliers, args.chip, args.photo,
                                 Path(tmp) / f"{name}-{weights}-{kind}")
                 row = {"aspect": name, "weights": weights, "tier": kind, **fig}

@@ -69,8 +69,10 @@ report: farm browser  ## the farm, then its report checked in headless Chromium,
 ssh-server: $(STAMP)  ## install OpenSSH's server for the SSH remote tests where missing (root, apt)
 	$(BIN)/python -m da3_litert_farm.dev.sshd_setup
 
-test: gpu-adapter browser ssh-server  ## run the whole test suite
-	$(BIN)/python -m pytest
+# Two workers, one per core: a run is mostly one busy core (user time ~ wall time), so a second worker
+# fills the other. Each module stays on one worker whole (tests/conftest.py, SHARED_SESSION_BUILDS).
+test: gpu-adapter browser ssh-server  ## run the whole test suite (two workers)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # The full versions of make test's slow scenarios: the fault suite (tests/test_faults_*.py) at 20 random kill
 # points per fault instead of 2, writing docs/figures/reliability.json, the table docs/reliability.md shows

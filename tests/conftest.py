@@ -47,6 +47,24 @@ BIG_BUILDS = {"first_build", "module_dir"}
 BIG_BUILDS_FREE_GB = 22
 
 
+# `make test` runs on two pytest-xdist workers (--dist loadgroup): each module goes to one worker whole, so
+# its module fixtures build once, and the modules sharing an expensive session fixture go to the same
+# worker, so it too builds once.
+SHARED_SESSION_BUILDS = {
+    "first-build": ("test_build.py", "test_farm_e2e.py"),
+    "fault-farm": ("test_faults_build.py", "test_faults_inputs.py", "test_faults_publish.py",
+                   "test_faults_pull.py", "test_faults_remote.py", "test_npu_delivery.py",
+                   "test_publish_pull.py"),
+}
+WORKER_GROUP = {module: group for group, modules in SHARED_SESSION_BUILDS.items() for module in modules}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(WORKER_GROUP.get(item.path.name, item.path.name)))
+
+
 def pytest_collection_finish(session):
     """Refuse to start tests with big builds on a disk that cannot hold them: a full disk fails a
     DVC stage half-way through with ENOSPC, far from its cause, after many minutes."""

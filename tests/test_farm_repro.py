@@ -30,11 +30,12 @@ def _fake_build(root):
 
 def test_a_build_ends_with_what_ran_the_gates_the_times_the_report_and_the_next_step(tmp_path):
     _fake_build(tmp_path)
-    seen = {"ran": ["params", f"export@{CELL}"], "restored": [f"patch@{CELL}"], "failed": []}
+    seen = {"ran": ["params", f"export@{CELL}", f"gpu@{CELL}", "gpu@small-112-16x9"], "restored": [f"patch@{CELL}"],
+            "failed": []}
     lines = farm_repro.summary(seen, True, 75.2, tmp_path)
     assert lines == [
-        f"farm: done in 75 s: ran 2 stages (params, export@{CELL}), restored 1 from the run-cache (patch@{CELL}), "
-        "the rest were up to date",
+        f"farm: done in 75 s: ran 4 stages (params, export@{CELL}, gpu x2), restored 1 from the run-cache "
+        f"(patch@{CELL}), the rest were up to date",
         f"farm: {CELL}: passed: CPU 1-r 2.0e-05 (gate 1.0e-03); GPU 1-r 3.0e-04 (gate 5.0e-03), mode fp16; "
         "NPU SM8650; 69 s (export 21, gpu 48)",
         "farm: report: artifacts/report/index.html",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from da3_litert_farm.core import paths
@@ -23,9 +24,11 @@ COMMIT = "git add params.yaml dvc.lock artifacts && git commit"
 NEXT = ("make keys", "make publish")
 
 
-def _stages(names: list[str], most: int = 6) -> str:
-    shown = ", ".join(names[:most])
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+def _stages(names: list[str]) -> str:
+    """`params, export@small-896-9x16, gpu x4`: a stage run once by its name, one run for many cells by a count."""
+    kinds = Counter(name.split("@")[0] for name in names)
+    return ", ".join(next(n for n in names if n.split("@")[0] == kind) if count == 1 else f"{kind} x{count}"
+                     for kind, count in kinds.items())
 
 
 def _gates(m: dict) -> str:

@@ -10,11 +10,16 @@ import textwrap
 
 from tests.farm_repo import REPO
 
-NATIVE = 'os.write(2, b"INFO: [accelerator_registry.cc:12] native line\\n")  # as LiteRT\'s C++ logging writes'
+# As LiteRT's C++ logging writes, to stderr and to stdout.
+NATIVE = ('os.write(2, b"INFO: [accelerator_registry.cc:12] native line\\n"); '
+          'os.write(1, b"INFO: Failed to load OpenCL library\\n")')
 STAGE = """
-import os, sys
+import atexit, os, sys
 from da3_litert_farm.config import stage
 from da3_litert_farm.core.errors import FarmError
+
+# As LiteRT's accelerators log their destruction: after Python's exit (this handler runs after the stage's own).
+atexit.register(os.write, 2, b"INFO: [accelerator_registry.cc:43] DestroyAccelerator\\n")
 
 def body(run):
     NATIVE
@@ -22,7 +27,7 @@ def body(run):
     print(run.label + ": summary")
     END
 
-sys.exit(stage.run("gpu", "doc", body, params=False, argv=[]))
+sys.exit(stage.run("gpu", "doc", body, params=False))  # argv from the command line: the process is the stage
 """
 ENDS = {"pass": "return None", "gate": "return run.failed(['pearson 0.9 < 0.999'])",
         "error": "raise FarmError('LiteRT could not compile the file')"}
@@ -38,15 +43,18 @@ def _stage(tmp_path, how, native=NATIVE, **env) -> subprocess.CompletedProcess:
 def test_native_output_goes_to_the_log_and_python_output_to_the_terminal(tmp_path):
     proc = _stage(tmp_path, "pass")
     assert proc.returncode == 0, proc.stderr
-    assert "native line" not in proc.stdout + proc.stderr
+    assert "INFO" not in proc.stdout + proc.stderr
     assert proc.stderr == "python's own stderr\n" and proc.stdout == "gpu: summary\n"
-    assert (tmp_path / ".farm-logs" / "gpu.log").read_text() == "INFO: [accelerator_registry.cc:12] native line\n"
+    assert (tmp_path / ".farm-logs" / "gpu.log").read_text().splitlines() == [
+        "INFO: [accelerator_registry.cc:12] native line", "INFO: Failed to load OpenCL library",
+        "INFO: [accelerator_registry.cc:43] DestroyAccelerator"]
 
 
 def test_farm_native_log_1_keeps_native_output_on_the_terminal(tmp_path):
     proc = _stage(tmp_path, "pass", FARM_NATIVE_LOG="1")
     assert proc.returncode == 0, proc.stderr
-    assert "native line" in proc.stderr and "python's own stderr" in proc.stderr
+    assert "native line" in proc.stderr and "python's own stderr" in proc.stderr and "DestroyAccelerator" in proc.stderr
+    assert "Failed to load OpenCL" in proc.stdout
     assert not (tmp_path / ".farm-logs").exists()
 
 
@@ -83,7 +91,8 @@ def test_a_crash_leaves_what_native_code_wrote_before_it(tmp_path):
 
 def test_an_empty_log_is_removed_and_no_failure_names_it(tmp_path):
     proc = _stage(tmp_path, "gate", native="pass")
-    assert proc.stderr.splitlines() == ["python's own stderr", "gpu: FAILED pearson 0.9 < 0.999"]
+    assert proc.stderr.splitlines() == ["python's own stderr", "gpu: FAILED pearson 0.9 < 0.999",
+                                        "INFO: [accelerator_registry.cc:43] DestroyAccelerator"]
     assert not (tmp_path / ".farm-logs" / "gpu.log").exists()
 
 

@@ -1,15 +1,16 @@
-"""Native libraries' stderr, out of the terminal: what the stage skeleton (config.stage) runs each stage in.
+"""Native libraries' output, out of the terminal: what the stage skeleton (config.stage) runs each stage in.
 
-LiteRT, Dawn, Mesa and Qualcomm's libraries log from C and C++ straight to file descriptor 2 ("Failed to load
-OpenCL", "INFO: [accelerator_registry.cc...]", adapter and kernel lines): most of a build's terminal output, and
-Python's logging cannot catch it. So while a stage runs, fd 2 itself points at its file (core.paths.native_log:
-.farm-logs/STAGE@NAME.log), and Python's sys.stderr keeps the terminal: the stage's own lines, warnings, errors
-and tracebacks still show. The file is written as the libraries write (a crash leaves it) and removed when empty.
-FARM_NATIVE_LOG=1 leaves native output on the terminal.
+LiteRT, Dawn, Mesa and Qualcomm's libraries log from C and C++ straight to file descriptors 2 and 1 ("INFO:
+[accelerator_registry.cc...]", adapter and kernel lines on stderr; "Failed to load OpenCL" on stdout): most of a
+build's terminal output, and Python's logging cannot catch it. So while a stage runs, fds 1 and 2 themselves point
+at its file (core.paths.native_log: .farm-logs/STAGE@NAME.log), and Python's sys.stdout and sys.stderr keep the
+terminal: the stage's own lines, warnings, errors and tracebacks still show. The file is written as the libraries
+write (a crash leaves it) and removed when empty. FARM_NATIVE_LOG=1 leaves native output on the terminal.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KEEP = "FARM_NATIVE_LOG"  # =1: native output stays on the terminal
+_FDS = {1: "stdout", 2: "stderr"}  # each fd native code writes to, and the Python stream that keeps the terminal
 
 
 @dataclass(frozen=True)
@@ -31,36 +33,57 @@ class NativeLog:
 
 
 @contextlib.contextmanager
-def to_file(path: Path, env: Mapping[str, str] = os.environ) -> Iterator[NativeLog]:
-    """fd 2 -> `path` inside the block (truncated first), unless env sets FARM_NATIVE_LOG=1."""
+def to_file(path: Path, env: Mapping[str, str] = os.environ, until_exit: bool = False) -> Iterator[NativeLog]:
+    """fds 1 and 2 -> `path` inside the block (truncated first), unless env sets FARM_NATIVE_LOG=1. until_exit: and
+    again once Python has exited, for what native code writes as the process ends (LiteRT's accelerators log their
+    destruction); only for a process that is one stage."""
     if env.get(KEEP) == "1":
         yield NativeLog(None)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    terminal = os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-    os.dup2(fd, 2)
-    os.close(fd)
-    python_stderr, own = sys.stderr, None
-    if _on_fd2(python_stderr):  # a test's captured sys.stderr is not on fd 2: it stays as it is
-        own = open(terminal, "w", buffering=1, encoding=python_stderr.encoding, errors="backslashreplace",
-                   closefd=False)
-        sys.stderr = own
+    saved, swapped = {}, {}
+    for fd, name in _FDS.items():
+        stream = getattr(sys, name)
+        stream.flush()
+        saved[fd] = os.dup(fd)
+        if _on(stream, fd):  # a test's captured stream is not on the fd: it stays as it is
+            swapped[name] = stream
+            setattr(sys, name, open(saved[fd], "w", buffering=1, encoding=stream.encoding,
+                                    errors="backslashreplace", closefd=False))
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+    for fd in _FDS:
+        os.dup2(log, fd)
+    os.close(log)
     try:
         yield NativeLog(path)
     finally:
-        if own is not None:
-            own.flush()
-            sys.stderr = python_stderr
-        os.dup2(terminal, 2)
-        os.close(terminal)
+        for name, stream in swapped.items():
+            getattr(sys, name).flush()
+            setattr(sys, name, stream)
+        for fd, terminal in saved.items():
+            os.dup2(terminal, fd)
+            os.close(terminal)
         if path.is_file() and not path.stat().st_size:
             path.unlink()
+        if until_exit:
+            atexit.register(_again, path)
 
 
-def _on_fd2(stream) -> bool:
+def _again(path: Path) -> None:
+    """At exit, after Python's last words (an uncaught exception's traceback) reached the terminal; into a log
+    the stage wrote to (native code that said nothing while the stage ran says little as it ends)."""
+    if not path.is_file():
+        return
+    for name in _FDS.values():
+        getattr(sys, name).flush()
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for fd in _FDS:
+        os.dup2(log, fd)
+    os.close(log)
+
+
+def _on(stream, fd: int) -> bool:
     try:
-        return stream.fileno() == 2
+        return stream.fileno() == fd
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         return False

@@ -7,7 +7,7 @@ parses the arguments (the cell, model or bundle a stage of dvc.yaml's matrix run
 flags), starts the clock, loads params.yaml, resolves that name and calls the stage's body with a Run.
 Any FarmError, from the params check to a failed conversion, ends as one line on stderr, `stage: message`
 (`stage small-896-9x16: message`), and exit status 1; any other exception is a bug and keeps its traceback.
-What native libraries write to stderr goes to the stage's log file instead of the terminal (config.native_log);
+What native libraries write goes to the stage's log file instead of the terminal (config.native_log);
 a failure names that file where it holds anything.
 """
 
@@ -38,7 +38,7 @@ class Run:
     model: str | None = None  # over="model": a key of params.yaml's models
     bundle: list[Cell] | None = None  # over="bundle": the bundle's cells (its name is args.name)
     started: float = field(default_factory=time.time)
-    log: native_log.NativeLog = native_log.NativeLog(None)  # where native libraries' stderr goes
+    log: native_log.NativeLog = native_log.NativeLog(None)  # where native libraries' output goes
 
     def seconds(self) -> float:
         """Wall time since the stage started, parsing and params included."""
@@ -86,7 +86,9 @@ def run(name: str, doc: str, body: Callable[[Run], int | None], *, over: str | N
     args = parser.parse_args(argv)
     state = Run(f"{name} {args.name}" if over else name, args)
     try:
-        with native_log.to_file(paths.native_log(stage_name(name, args.name) if over else name)) as state.log:
+        # From the command line (argv None) the process is this stage: what native code says at exit goes there too.
+        with native_log.to_file(paths.native_log(stage_name(name, args.name) if over else name),
+                                until_exit=argv is None) as state.log:
             return _body(state, body, over, params, checkpoint_files)
     except FarmError as exc:
         log = state.log.written()

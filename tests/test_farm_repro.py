@@ -50,7 +50,8 @@ def test_a_failed_build_names_the_failed_stage_and_its_native_log(tmp_path):
     lines = farm_repro.summary({"ran": [], "restored": [], "failed": [f"gpu@{CELL}"]}, False, 9, tmp_path)
     assert lines[0] == (f"farm: FAILED in 9 s at gpu@{CELL} (DVC's error is above); before it ran 0 stages, "
                         "restored 0 from the run-cache")
-    assert lines[1] == f"farm: native libraries' output of each stage: .farm-logs/ (the failed stage's: {log.relative_to(tmp_path)})"
+    assert lines[1] == ("farm: native libraries' output of each stage: .farm-logs/ "
+                        f"(the failed stage's: {log.relative_to(tmp_path)})")
 
 
 def test_the_next_step_is_the_readmes():

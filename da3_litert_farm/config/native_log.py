@@ -5,7 +5,8 @@ LiteRT, Dawn, Mesa and Qualcomm's libraries log from C and C++ straight to file 
 build's terminal output, and Python's logging cannot catch it. So while a stage runs, fds 1 and 2 themselves point
 at its file (core.paths.native_log: .farm-logs/STAGE@NAME.log), and Python's sys.stdout and sys.stderr keep the
 terminal: the stage's own lines, warnings, errors and tracebacks still show. The file is written as the libraries
-write (a crash leaves it) and removed when empty. FARM_NATIVE_LOG=1 leaves native output on the terminal.
+write (a crash leaves it) and removed when empty (so is the folder). FARM_NATIVE_LOG=1 leaves native output on the
+terminal.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def to_file(path: Path, env: Mapping[str, str] = os.environ, until_exit: bool = 
             os.close(terminal)
         if path.is_file() and not path.stat().st_size:
             path.unlink()
+            with contextlib.suppress(OSError):  # and the folder, where it holds no other log: a stage leaves nothing
+                path.parent.rmdir()
         if until_exit:
             atexit.register(_again, path)
 

@@ -26,8 +26,8 @@ REPORT_SCREENSHOT = REPORT_DIR / "screenshot.png"  # not a DVC output: written b
 SUMMARY = ARTIFACTS / "summary"  # <cell>.json, a few figures each: what `dvc metrics show|diff` prints
 PLOTS = ARTIFACTS / "plots.json"  # one row per cell: what `dvc plots show|diff` draws
 LOCAL_CHECKPOINTS = Path("checkpoints")  # where `source: local` checkpoints live (tracked by DVC)
-# What native code (LiteRT, Dawn, Mesa, QAIRT) writes to stderr, one file per stage run (STAGE@NAME.log), out of
-# the terminal (config.native_log); git ignores the folder, DVC never sees it.
+# What native code (LiteRT, Dawn, Mesa, QAIRT) writes to stderr and stdout, one file per stage run
+# (STAGE@NAME.log), out of the terminal (config.native_log); git ignores the folder, DVC never sees it.
 NATIVE_LOGS = Path(".farm-logs")
 
 

@@ -46,11 +46,12 @@ browser: $(STAMP)  ## install Chromium for the report's check where missing (roo
 # make farm JOBS=N: the aspects built N at a time on a Dask LocalCluster, each in a git worktree
 # sharing the DVC cache, then one `dvc repro` restores them all (da3_litert_farm/ops/build.py).
 # Either holds the checkout's farm lock: a second build here is refused, naming the first (ops/farm_lock.py);
-# DVC runs with dvc.lock written atomically, so a killed build leaves it readable (ops/atomic_dvc.py).
+# DVC runs with dvc.lock written atomically, so a killed build leaves it readable (ops/atomic_dvc.py); the build
+# ends with a summary: what ran, each cell's gates and times, the next step (ops/farm_repro.py).
 farm: $(STAMP)  ## build the catalog and its report: the venv, then dvc repro (JOBS=N: N cells at a time)
 	$(BIN)/python -m stages.params
 	$(BIN)/python -m da3_litert_farm.gpu.gpu_setup --unless-skipped
-	$(if $(JOBS),$(BIN)/python -m da3_litert_farm.ops.build --jobs $(JOBS),$(BIN)/python -m da3_litert_farm.ops.farm_lock $(BIN)/python -m da3_litert_farm.ops.atomic_dvc repro)
+	$(if $(JOBS),$(BIN)/python -m da3_litert_farm.ops.build --jobs $(JOBS),$(BIN)/python -m da3_litert_farm.ops.farm_lock $(BIN)/python -m da3_litert_farm.ops.farm_repro)
 
 # The whole loop offline in minutes, under .demo/ (git ignores it): a small farm from stress weights built, signed
 # with a throwaway key, published to a local remote and pulled for a phone camera (da3_litert_farm/dev/demo.py).

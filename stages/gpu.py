@@ -15,12 +15,18 @@ import numpy as np
 
 from da3_litert_farm.checks.gpu import gpu_check
 from da3_litert_farm.config import stage
+from da3_litert_farm.config.cost_model import expected
 from da3_litert_farm.core import fileio, paths
 
 
 def check(run: stage.Run) -> int | None:
-    cell = run.cell
-    record, depths = gpu_check(cell, run.params.validation)
+    cell, v = run.cell, run.params.validation
+    if v.gpu != "skip":
+        runs = len(v.gpu_modes) * len(v.gpu_photos)
+        estimate = expected(cell.preset, cell.height, cell.width, "GPU s", runs)
+        run.say(f"{cell.shape} in {len(v.gpu_modes)} GPU mode(s) ({', '.join(v.gpu_modes)}) on "
+                f"{len(v.gpu_photos)} photo(s) ({', '.join(v.gpu_photos)})" + (f"; {estimate}" if estimate else ""))
+    record, depths = gpu_check(cell, v, run.say)
     with fileio.atomic_path(paths.gpu_depth(cell.name)) as tmp:
         np.savez_compressed(tmp, **depths)  # what the GPU computed, for the report (none when skipped)
     fileio.write_json(paths.gpu_metrics(cell.name), record)

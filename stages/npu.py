@@ -10,7 +10,6 @@ Writes artifacts/npu/MODEL/TIER/ASPECT/: SOC.tflite per chip and npu.json, then 
 from __future__ import annotations
 
 import sys
-import time
 
 from da3_litert_farm.checks.npu import npu_check
 from da3_litert_farm.config import stage
@@ -19,8 +18,7 @@ from da3_litert_farm.core import fileio, paths
 
 def check(run: stage.Run) -> int | None:
     cell = run.cell
-    say = lambda line: print(f"npu {cell.name}: {line} [{time.time() - run.started:.0f} s]", flush=True)
-    record = npu_check(cell, run.params.npu, run.params.validation, run.params.max_tensor_mib, say)
+    record = npu_check(cell, run.params.npu, run.params.validation, run.params.max_tensor_mib, run.say)
     record["seconds"] = run.seconds()
     fileio.write_json(paths.npu_record(cell.name), record)
     if not record["passed"]:

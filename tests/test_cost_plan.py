@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import stages.params
-from da3_litert_farm.config import cost_plan
+from da3_litert_farm.config import cost_model, cost_plan
 from da3_litert_farm.config.cost_model import FIGURES, load
 from da3_litert_farm.config.params import load_params, parse_params
 from da3_litert_farm.core import host
@@ -207,3 +207,10 @@ def test_the_dvc_cache_is_where_the_checkouts_dvc_config_puts_it_and_links_count
     plan = cost_plan.plan(load_params(REPO / "params.yaml"), root=tmp_path, figures=fake_recordings(tmp_path / "f"),
                           machine=here)
     assert plan.new_bytes() == pytest.approx((0, 2030e6))  # the workspace links to the cache's one copy
+
+
+def test_a_stage_says_its_expected_time_as_an_estimate_and_nothing_without_a_recording(tmp_path):
+    said = cost_model.expected("da3-small", 896, 504, "GPU s", times=2)
+    assert said.startswith("expected about ") and f"(estimated from {cost_model.FAMILY} (" in said, said
+    assert ", as da3metric-large)" in cost_model.expected("da3-large", 896, 504, "export s")  # a borrowed fit says so
+    assert cost_model.expected("da3-small", 896, 504, "GPU s", figures=tmp_path) == ""

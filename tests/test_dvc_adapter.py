@@ -86,3 +86,15 @@ def test_default_remote_reads_the_name_and_makes_a_relative_url_absolute(tmp_pat
     dvc("remote", "add", "-d", "storage", "../remote", cwd=repo)
     assert "url = ../../remote" in (repo / ".dvc/config").read_text()  # written relative to .dvc/
     assert dvc_adapter.default_remote(repo) == ("storage", str(tmp_path / "remote"))
+
+
+def test_what_recording_wraps_for_the_dvc_command_is_there():
+    """ops.farm_repro's recording: every stage's run goes through Stage._run_stage, and SCMContext's `quiet`
+    silences its git-add hint."""
+    from dvc.repo import scm_context
+    from dvc.stage import Stage
+
+    assert list(inspect.signature(Stage._run_stage).parameters) == ["self", "dry", "force", "kwargs"]
+    assert "self._run_stage(dry, force" in inspect.getsource(Stage.run)
+    source = inspect.getsource(scm_context)  # the module's: ops.atomic_dvc wraps SCMContext.__call__ in its process
+    assert "self.quiet: bool = False" in source and "quiet = self.quiet" in source and "not quiet" in source

@@ -28,7 +28,7 @@ from tests.farm_repo import MODEL, Farm, ran_stages, restored_stages
 ASPECT = "9x16"
 CELL, BUNDLE = f"{MODEL}-{TIER}-{ASPECT}", f"{MODEL}-{TIER}"  # the one cell the builds under test hold
 # What `make farm` runs (without JOBS).
-BUILD = ("-m", "da3_litert_farm.ops.farm_lock", sys.executable, "-m", "da3_litert_farm.ops.atomic_dvc", "repro")
+BUILD = ("-m", "da3_litert_farm.ops.farm_lock", sys.executable, "-m", "da3_litert_farm.ops.farm_repro")
 # Fields that differ between two uninterrupted builds of the same inputs: wall-clock times and memory
 # figures (export.json, metrics.json's CPU inference time, gpu.json, bundle.json and the catalog's copies of
 # them) and the catalog's `created` time. Every other field, and every binary output, is byte-identical.

@@ -26,6 +26,7 @@ alone: heavy work beside it can make a GPU read fail (see GpuModel).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -38,22 +39,28 @@ from da3_litert_farm.gpu.gpu_runtime import Adapter, GpuError, GpuModel
 from da3_litert_farm.config.params import ValidationParams
 
 GATE_KEYS = ("validation.gpu_min_pearson", "validation.gpu_max_mean_rel")
+Say = Callable[[str], None]  # one progress line (the stage's Run.say adds the elapsed time): it runs for minutes
+
+
+def _quiet(line: str) -> None:
+    pass
 
 
 def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
                max_mean_rel: float, modes: tuple[str, ...] = (DEFAULT_MODE,),
-               mode_gates: dict[str, tuple[float, float, tuple[str, str]]] | None = None
+               mode_gates: dict[str, tuple[float, float, tuple[str, str]]] | None = None, say: Say = _quiet
                ) -> tuple[dict, dict[str, np.ndarray]]:
     """Load `model_file` on the GPU accelerator in each mode, run every photo, gate: (the gpu.json
     record, the depth map of each photo in the default mode). The record's top level is the default
     mode, what an app gets unless it asks; `modes` holds each other mode's own record and gates.
     A mode of `mode_gates` is gated by its own (min Pearson, max mean relative error, their params keys);
-    every other by min_pearson and max_mean_rel. The record names the mode it recommends to apps."""
-    record, depths = run_in_mode(model_file, refs, min_pearson, max_mean_rel)
+    every other by min_pearson and max_mean_rel. The record names the mode it recommends to apps.
+    `say` gets a line as each mode loads and each photo starts and ends."""
+    record, depths = run_in_mode(model_file, refs, min_pearson, max_mean_rel, say=say)
     others = {}
     for mode in (m for m in modes if m != DEFAULT_MODE):
         gates = (mode_gates or {}).get(mode, (min_pearson, max_mean_rel, GATE_KEYS))
-        other, _ = run_in_mode(model_file, refs, *gates, mode=mode)
+        other, _ = run_in_mode(model_file, refs, *gates, mode=mode, say=say)
         others[mode] = {k: v for k, v in other.items() if k not in ("checked", "adapter")}
         record["failures"] += [f"{mode}: {failure}" for failure in other["failures"]]
     if others:
@@ -64,12 +71,14 @@ def run_on_gpu(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_p
 
 def run_in_mode(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_pearson: float,
                 max_mean_rel: float, keys: tuple[str, str] = GATE_KEYS,
-                mode: str = DEFAULT_MODE) -> tuple[dict, dict[str, np.ndarray]]:
+                mode: str = DEFAULT_MODE, say: Say = _quiet) -> tuple[dict, dict[str, np.ndarray]]:
     """run_on_gpu in one mode (core.gpu_modes), gated by min_pearson and max_mean_rel, which the params keys
     `keys` set."""
     started = time.time()
+    say(f"{mode}: loading {model_file} on the GPU accelerator")
     model = GpuModel(model_file, mode)
     adapter = model.adapter or Adapter("not reported by the runtime", "unknown", "unknown")
+    say(f"{mode}: loaded on {adapter} in {time.time() - started:.0f} s")
     record = {
         "checked": True,
         "adapter": {"name": adapter.name, "backend": adapter.backend, "type": adapter.type},
@@ -92,7 +101,8 @@ def run_in_mode(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_
                         f"probe, gpu_runtime.arithmetic_precision), so its figures would not describe {mode}"
                         + ("" if mode == DEFAULT_MODE else ": drop it from validation.gpu_modes on this machine"))
     if not failures:
-        for photo, (image, reference) in refs.items():
+        for n, (photo, (image, reference)) in enumerate(refs.items(), 1):
+            say(f"{mode}: photo {photo!r} ({n} of {len(refs)}) running")
             t = time.time()
             try:
                 depth = model(image)
@@ -102,6 +112,9 @@ def run_in_mode(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_
             depths[photo] = depth
             finite = bool(np.isfinite(depth).all())
             record["photos"][photo] = {**compare(depth, reference), "finite": finite, "seconds": time.time() - t}
+            m = record["photos"][photo]
+            say(f"{mode}: photo {photo!r} done in {m['seconds']:.0f} s: 1-r {1 - m['pearson']:.1e}, "
+                f"mean rel error {m['mean_rel_error']:.1e}")
             if not finite:
                 failures.append(f"non-finite output (NaN or Inf) on photo {photo!r}")
     gates, gate_failures = gate_fidelity(record["photos"], min_pearson, max_mean_rel, keys) \
@@ -121,7 +134,7 @@ def run_in_mode(model_file, refs: dict[str, tuple[np.ndarray, np.ndarray]], min_
     return record, depths
 
 
-def gpu_check(aspect: Cell, validation: ValidationParams) -> tuple[dict, dict[str, np.ndarray]]:
+def gpu_check(aspect: Cell, validation: ValidationParams, say: Say = _quiet) -> tuple[dict, dict[str, np.ndarray]]:
     shipped = paths.fp16_model(aspect.name)
     head = {"cell": aspect.name, "height": aspect.height, "width": aspect.width, "file": str(shipped),
             "sha256": fileio.sha256_file(shipped)}
@@ -130,5 +143,5 @@ def gpu_check(aspect: Cell, validation: ValidationParams) -> tuple[dict, dict[st
                 "failures": []}, {}
     refs = references(aspect, validation.gpu_photos)
     record, depths = run_on_gpu(shipped, refs, validation.gpu_min_pearson, validation.gpu_max_mean_rel,
-                                validation.gpu_modes, {m: validation.gpu_gates(m) for m in validation.gpu_modes})
+                                validation.gpu_modes, {m: validation.gpu_gates(m) for m in validation.gpu_modes}, say)
     return {**head, **record}, depths

@@ -127,3 +127,20 @@ def _npu_ratio(path: Path, shipped: PresetCost | None) -> float | None:
         return None
     height, width = (int(v) for v in rows[0]["shape"].split(" x "))
     return statistics.median(r["MB"] for r in rows) / shipped.at(height, width)["MB"]
+
+
+def expected(preset: str, height: int, width: int, column: str, times: int = 1, figures: Path = FIGURES) -> str:
+    """How long a stage expects to run, said as the estimate it is: `times` x the cell's `column` ("export s",
+    "GPU s"), e.g. "expected about 3.2 min (estimated from family-matrix.json (DATE, CPU))"; '' without a
+    recording. What a stage prints beside its progress; config.cost_plan adds the same figures up before a build."""
+    try:
+        model = load(figures)
+    except (OSError, ValueError, KeyError):
+        return ""
+    fit = model.preset(preset)
+    if fit is None:
+        return ""
+    seconds = times * fit.at(height, width)[column]
+    borrowed = "" if fit.recorded == preset else f", as {fit.recorded}"
+    said = "under 1 s" if seconds < 1 else f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+    return f"expected about {said} (estimated from {model.source}{borrowed})"

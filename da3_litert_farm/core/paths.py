@@ -26,6 +26,9 @@ REPORT_SCREENSHOT = REPORT_DIR / "screenshot.png"  # not a DVC output: written b
 SUMMARY = ARTIFACTS / "summary"  # <cell>.json, a few figures each: what `dvc metrics show|diff` prints
 PLOTS = ARTIFACTS / "plots.json"  # one row per cell: what `dvc plots show|diff` draws
 LOCAL_CHECKPOINTS = Path("checkpoints")  # where `source: local` checkpoints live (tracked by DVC)
+# What native code (LiteRT, Dawn, Mesa, QAIRT) writes to stderr and stdout, one file per stage run
+# (STAGE@NAME.log), out of the terminal (config.native_log); git ignores the folder, DVC never sees it.
+NATIVE_LOGS = Path(".farm-logs")
 
 
 MODELS = ARTIFACTS / "models"  # MODEL/TIER/ASPECT/ per cell; a bundle depends on its MODEL/TIER folder
@@ -150,3 +153,8 @@ def npu_model(cell: str, soc: str) -> Path:
 
 def npu_record(cell: str) -> Path:
     return npu_dir(cell) / "npu.json"
+
+
+def native_log(stage: str) -> Path:
+    """The native log of one stage run, by DVC's name for it (`gpu@small-896-9x16`, `catalog`)."""
+    return NATIVE_LOGS / f"{stage}.log"

@@ -63,7 +63,8 @@ def prepare_environment() -> None:
 
 @contextlib.contextmanager
 def captured_native_stderr() -> Iterator[list[str]]:
-    """Collect what native code writes to fd 2 inside the block (and still show it afterwards)."""
+    """Collect what native code writes to fd 2 inside the block (and write it to fd 2 afterwards: where a stage
+    sends native output, its log file, not the terminal; config.native_log)."""
     out: list[str] = []
     sys.stderr.flush()
     saved = os.dup(2)
@@ -76,9 +77,10 @@ def captured_native_stderr() -> Iterator[list[str]]:
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
-            text = sink.read().decode(errors="replace")
-            out.append(text)
-            sys.stderr.write(text)
+            data = sink.read()
+            out.append(data.decode(errors="replace"))
+            with open(2, "wb", closefd=False) as fd2:
+                fd2.write(data)
 
 
 def parse_adapter(log: str) -> Adapter | None:

@@ -44,6 +44,7 @@ from da3_litert_farm.ops.build_worker import Snapshot, build_cell
 from da3_litert_farm.ops.dvc_command import BuildError, dvc, tail
 from da3_litert_farm.ops.dvc_repro import repro
 from da3_litert_farm.ops.farm_lock import FarmLockError, hold
+from da3_litert_farm.ops.farm_repro import summary
 
 WORKSPACES = ("worktree", "clone")
 
@@ -125,6 +126,9 @@ def build(repo: Path, jobs: int, scheduler: str | None, workspace: str, repo_url
     print(f"build: dvc repro here restored {len(final['restored'])} stages from the run-cache and ran "
           f"{', '.join(final['ran']) or 'nothing'}; {len(cells)} cells in {time.time() - started:.1f} s",
           flush=True)
+    ran = [s for r in results.values() for s in r["ran"]] + final["ran"]  # the workers' stages, then this repro's
+    earlier = [s for s in final["restored"] if s not in ran]  # built by an earlier build, not by these workers
+    print("\n".join(summary({"ran": ran, "restored": earlier}, True, time.time() - started, repo)))
     return 0
 
 

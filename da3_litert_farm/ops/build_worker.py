@@ -3,6 +3,7 @@ its own at the coordinator's state (its Snapshot), then the GPU check with the m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -98,5 +99,9 @@ def _make_workspace(snap: Snapshot, work: Path) -> None:
 
 def _remove_workspace(snap: Snapshot, work: Path) -> None:
     if snap.workspace == "worktree":  # best effort: a worktree that was never made is no error
+        # Its stages' native logs, into the checkout's: a failure names them by that relative path.
+        if (work / paths.NATIVE_LOGS).is_dir():
+            with contextlib.suppress(OSError):
+                shutil.copytree(work / paths.NATIVE_LOGS, Path(snap.source) / paths.NATIVE_LOGS, dirs_exist_ok=True)
         git("worktree", "remove", "--force", str(work), cwd=snap.source, check=False)
         git("worktree", "prune", cwd=snap.source, check=False)

@@ -14,16 +14,22 @@ It relies on these internals, which tests/test_dvc_adapter.py checks on the inst
   every restore of that Repo.
 - `repo.config["core"]["remote"]` and `repo.config["remote"][NAME]["url"]`: the default remote, its URL
   made absolute by DVC's config loading when written as a relative path.
+- For the `dvc` command, which makes its own Repo (`recording`): `dvc.stage.Stage._run_stage(self, dry, force,
+  **kwargs)`, which runs a stage's command or restores it through `StageCache.restore(self, stage, ...)`, and
+  `dvc.repo.scm_context.SCMContext`, whose `quiet` attribute (set in `__init__`) silences its closing "To track
+  the changes with git, run: git add ..." hint.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from dvc.exceptions import DvcException
 from dvc.repo import Repo
 
-__all__ = ["DvcException", "default_remote", "reproduce"]
+__all__ = ["DvcException", "default_remote", "recording", "reproduce"]
 
 
 def reproduce(targets: list[str] | None = None, *, root: Path | str | None = None, single_item: bool = False,
@@ -40,6 +46,7 @@ def reproduce(targets: list[str] | None = None, *, root: Path | str | None = Non
             restored.append(stage.addressing)
 
         repo.stage_cache.restore = recording_restore
+        repo.scm_context.quiet = True  # no "To track the changes with git" hint: ops.farm_repro's summary says it
         done = [s.addressing for s in repo.reproduce(targets or None, single_item=single_item, pull=pull)]
     return [s for s in done if s not in restored], restored
 
@@ -49,3 +56,41 @@ def default_remote(root: Path | str) -> tuple[str, str] | None:
     with Repo(str(root)) as repo:
         name = repo.config["core"].get("remote")
         return (name, repo.config["remote"][name]["url"]) if name else None
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, list[str]]]:
+    """Inside, every Repo's reproduction is recorded in the dict yielded: "ran" (commands that finished), "restored"
+    (from the run-cache), "failed" (commands or restores that raised), each in order; and DVC's git-add hint is left
+    out (ops.farm_repro says what to commit instead)."""
+    from dvc.repo.scm_context import SCMContext
+    from dvc.stage import Stage
+    from dvc.stage.cache import StageCache
+
+    seen: dict[str, list[str]] = {"ran": [], "restored": [], "failed": []}
+    run_stage, restore, init = Stage._run_stage, StageCache.restore, SCMContext.__init__
+
+    def recording_run(stage, dry, force, **kwargs):
+        try:
+            run_stage(stage, dry, force, **kwargs)
+        except BaseException:
+            seen["failed"].append(stage.addressing)
+            raise
+        if not dry and stage.addressing not in seen["restored"]:
+            seen["ran"].append(stage.addressing)
+
+    def recording_restore(cache, stage, *args, **kwargs):
+        result = restore(cache, stage, *args, **kwargs)  # raises when the run-cache has nothing: then it runs
+        if not kwargs.get("dry"):
+            seen["restored"].append(stage.addressing)
+        return result
+
+    def quiet_init(context, *args, **kwargs):
+        init(context, *args, **kwargs)
+        context.quiet = True
+
+    Stage._run_stage, StageCache.restore, SCMContext.__init__ = recording_run, recording_restore, quiet_init
+    try:
+        yield seen
+    finally:
+        Stage._run_stage, StageCache.restore, SCMContext.__init__ = run_stage, restore, init

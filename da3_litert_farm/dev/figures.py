@@ -31,7 +31,6 @@ from da3_litert_farm.core.host import cpu_name
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = REPO / "docs" / "figures"
 BEGIN = re.compile(r"<!-- figures:([A-Za-z0-9_-]+) begin -->")
-END = re.compile(r"<!-- figures:([A-Za-z0-9_-]+) end -->")
 
 
 class FiguresError(FarmError, ValueError):
@@ -116,25 +115,33 @@ def render(name: str, *, folder: Path = FIGURES) -> str:
 
 def rewrite(text: str, where: str, *, folder: Path = FIGURES) -> tuple[str, list[str]]:
     """`text` with each marked section replaced by its render, and the names of those that changed."""
+    return replace_sections(text, where, "figures", lambda name: render(name, folder=folder), FiguresError)
+
+
+def replace_sections(text: str, where: str, kind: str, render_section, error: type[Exception]) -> tuple[str, list[str]]:
+    """`text` with each `<!-- KIND:NAME begin -->` ... `<!-- KIND:NAME end -->` section's inside replaced by
+    render_section(NAME), and the names of those that changed; an unpaired marker raises `error` naming `where`."""
+    begin = re.compile(rf"<!-- {kind}:([A-Za-z0-9_-]+) begin -->")
+    stray_end = re.compile(rf"<!-- {kind}:([A-Za-z0-9_-]+) end -->")
     out, changed, pos, ends_used = [], [], 0, set()
-    while match := BEGIN.search(text, pos):
+    while match := begin.search(text, pos):
         name = match.group(1)
-        end_marker = f"<!-- figures:{name} end -->"
+        end_marker = f"<!-- {kind}:{name} end -->"
         end = text.find(end_marker, match.end())
         if end < 0:
-            raise FiguresError(f"{where}: {match.group(0)} has no {end_marker} after it")
+            raise error(f"{where}: {match.group(0)} has no {end_marker} after it")
         try:
-            body = "\n" + render(name, folder=folder) + "\n"
-        except FiguresError as exc:
-            raise FiguresError(f"{where}: {match.group(0)}: {exc}") from None
+            body = "\n" + render_section(name) + "\n"
+        except error as exc:
+            raise error(f"{where}: {match.group(0)}: {exc}") from None
         if text[match.end():end] != body:
             changed.append(name)
         out += [text[pos:match.end()], body]
         ends_used.add(end)
         pos = end
-    for stray in END.finditer(text):
+    for stray in stray_end.finditer(text):
         if stray.start() not in ends_used:
-            raise FiguresError(f"{where}: {stray.group(0)} has no <!-- figures:{stray.group(1)} begin --> before it")
+            raise error(f"{where}: {stray.group(0)} has no <!-- {kind}:{stray.group(1)} begin --> before it")
     return "".join(out) + text[pos:], changed
 
 

@@ -27,8 +27,8 @@ SOURCES = {"kotlin": ("litert/kotlin/src/main/kotlin/com/google/ai/edge/litert/"
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "litert-api.json"
 HIDDEN = {"kotlin": {"private", "internal", "protected"}, "swift": set()}  # Swift: only `public` / `open` count
 
-TYPE_HEAD = re.compile(r"\b(?:(?P<enum>enum)\s+(?:class\s+)?|(?P<kind>class|object|interface|struct|extension|protocol)\s+)"
-                       r"(?P<name>\w+)")
+TYPE_HEAD = re.compile(r"\b(?:(?P<enum>enum)\s+(?:class\s+)?"
+                       r"|(?P<kind>class|object|interface|struct|extension|protocol)\s+)(?P<name>\w+)")
 MEMBER_HEAD = re.compile(r"\b(?P<kind>fun|func|val|var|let|init|constructor|case)\b")
 
 
@@ -164,8 +164,8 @@ def read_types(text: str, lang: str, types: dict[str, ApiType]) -> None:
             entries = code[start:end - 1].split(";")[0]
             api.cases += [m[1] for m in re.finditer(r"(?:^|,)\s*([A-Z][A-Z0-9_]*)\s*(?:\([^)]*\))?", entries)]
         for match in MEMBER_HEAD.finditer(code, start, end - 1):
-            if parens[match.start()] != parens[start] or (
-                    depth[match.start()] != depth[start] and not in_companion(scopes, match.start(), start, depth, code)):
+            direct = depth[match.start()] == depth[start] or in_companion(scopes, match.start(), start, depth, code)
+            if parens[match.start()] != parens[start] or not direct:
                 continue
             add_member(code, match, lang, api, primary)
 
@@ -242,7 +242,8 @@ def read_api(git_dir: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("git_dir", type=Path, help="a clone of github.com/google-ai-edge/LiteRT (its .git, or a bare one)")
+    parser.add_argument("git_dir", type=Path,
+                        help="a clone of github.com/google-ai-edge/LiteRT (its .git, or a bare one)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     git_dir = args.git_dir / ".git" if (args.git_dir / ".git").exists() else args.git_dir

@@ -73,7 +73,7 @@ ssh-server: $(STAMP)  ## install OpenSSH's server for the SSH remote tests where
 # Two workers, one per core: a run is mostly one busy core (user time ~ wall time), so a second worker
 # fills the other. Each module stays on one worker whole (tests/conftest.py, SHARED_SESSION_BUILDS).
 test: gpu-adapter browser ssh-server  ## run the whole test suite (two workers)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The full versions of make test's slow scenarios: the fault suite (tests/test_faults_*.py) at 20 random kill
 # points per fault instead of 2, writing docs/figures/reliability.json, the table docs/reliability.md shows

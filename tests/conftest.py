@@ -47,9 +47,10 @@ BIG_BUILDS = {"first_build", "module_dir"}
 BIG_BUILDS_FREE_GB = 22
 
 
-# `make test` runs on two pytest-xdist workers (--dist loadgroup): each module goes to one worker whole, so
-# its module fixtures build once, and the modules sharing an expensive session fixture go to the same
-# worker, so it too builds once.
+# `make test` runs on two pytest-xdist workers (--dist loadfile): each module goes to one worker whole, so its
+# module fixtures build once and its tests keep their order; and the modules sharing an expensive session fixture
+# go to the same worker, so it too builds once (the scheduler below). xdist's own loadgroup cannot do this with
+# pytest 9, whose nodes no longer take the group suffix xdist 3.8 writes into `_nodeid`.
 SHARED_SESSION_BUILDS = {
     "first-build": ("test_build.py", "test_farm_e2e.py"),
     "fault-farm": ("test_faults_build.py", "test_faults_inputs.py", "test_faults_publish.py",
@@ -59,10 +60,19 @@ SHARED_SESSION_BUILDS = {
 WORKER_GROUP = {module: group for group, modules in SHARED_SESSION_BUILDS.items() for module in modules}
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(WORKER_GROUP.get(item.path.name, item.path.name)))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with the modules of SHARED_SESSION_BUILDS kept together."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesSharingBuilds(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return WORKER_GROUP.get(Path(module).name, module)
+
+    return ModulesSharingBuilds(config, log)
 
 
 def pytest_collection_finish(session):

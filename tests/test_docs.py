@@ -153,3 +153,9 @@ def test_the_readme_stays_a_front_door():
     """What it is, how to use it and its limits on a few screens; the rest is linked (docs/README.md)."""
     size = len((REPO / "README.md").read_bytes())
     assert size <= 12 * 1024, f"README.md is {size} bytes, over 12 KiB: move detail to a page under docs/ and link it"
+
+
+def test_the_readmes_disk_guard_is_the_suites():
+    """The free space the README tells a newcomer `make test` needs is the one the suite checks before it starts."""
+    from tests.conftest import BIG_BUILDS_FREE_GB
+    assert f"need {BIG_BUILDS_FREE_GB} GB free in `TMPDIR`" in (REPO / "README.md").read_text()

@@ -170,7 +170,7 @@ BARE = re.compile(rf"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?{_UNITS}(?!\w)"
 NOT_MEASURED = {
     "1e-4 of the depth range": "the patch stage's tolerance (model/patch.py MAX_RELATIVE_ERROR)",
     "+ 1 MB": "the bundle's sharing gate allows 1 MB of slack (checks/bundle.py)",
-    "need 10 GB free": "the test suite's disk guard (tests/conftest.py BIG_BUILDS_FREE_GB)",
+    "need 22 GB free": "the test suite's disk guard (tests/conftest.py BIG_BUILDS_FREE_GB)",
     "within 15 s": "the client's connect timeout (client/remote.py CONNECT_TIMEOUT_S)",
     "no answer ... in 45 s": "the client's answer timeout (client/remote.py ANSWER_TIMEOUT_S)",
     "wait 30 min": "DVC's own default timeout, which the client replaces",

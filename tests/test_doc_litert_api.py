@@ -190,7 +190,7 @@ class Page:
                     ctors = self.api.types[value.type].get("constructors", [])
                     if not fits(self.lang, labels(self.lang, args), ctors):
                         self.report(line, f"{value.type}({', '.join(args)})", "takes no such arguments: its "
-                                    f"constructors take " + " or ".join(f"({', '.join(c)})" for c in ctors))
+                                    "constructors take " + " or ".join(f"({', '.join(c)})" for c in ctors))
                     value = Value(value.type)
                 elif (result := returned(value.type)) is not None:
                     value = Value(result)

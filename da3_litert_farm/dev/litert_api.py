@@ -25,7 +25,7 @@ REPO = "google-ai-edge/LiteRT"
 SOURCES = {"kotlin": ("litert/kotlin/src/main/kotlin/com/google/ai/edge/litert/", ".kt"),
            "swift": ("litert/swift/Sources/", ".swift")}
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "litert-api.json"
-HIDDEN = {"kotlin": {"private", "internal", "protected"}, "swift": set()}  # Swift: only `public` / `open` count
+KOTLIN_HIDDEN = {"private", "internal", "protected"}  # Kotlin is public by default; Swift only `public` / `open`
 
 TYPE_HEAD = re.compile(r"\b(?:(?P<enum>enum)\s+(?:class\s+)?"
                        r"|(?P<kind>class|object|interface|struct|extension|protocol)\s+)(?P<name>\w+)")
@@ -111,7 +111,7 @@ def visible(text: str, start: int, lang: str) -> bool:
     mods = modifiers_before(text, start)
     if lang == "swift":
         return bool(mods & {"public", "open"})
-    return not mods & HIDDEN["kotlin"]
+    return not mods & KOTLIN_HIDDEN
 
 
 def read_types(text: str, lang: str, types: dict[str, ApiType]) -> None:
@@ -142,7 +142,7 @@ def read_types(text: str, lang: str, types: dict[str, ApiType]) -> None:
             if lang == "kotlin" and 0 <= paren < head_end and re.fullmatch(r"[\s@\w]*", between):
                 primary.add(paren)  # the primary constructor: `class Name [@Ann] [private] [constructor](...)`
                 close = closing(code, paren, "(", ")")
-                if not HIDDEN["kotlin"] & set(between.split()):
+                if not KOTLIN_HIDDEN & set(between.split()):
                     api.constructors.append(parameter_names(code[paren + 1:close - 1], lang))
                 for param in split_top(code[paren + 1:close - 1]):
                     if re.match(r"(@\w+\s+)*(val|var)\s", param) and not re.search(r"\b(private|internal)\b", param):
@@ -164,7 +164,7 @@ def read_types(text: str, lang: str, types: dict[str, ApiType]) -> None:
             entries = code[start:end - 1].split(";")[0]
             api.cases += [m[1] for m in re.finditer(r"(?:^|,)\s*([A-Z][A-Z0-9_]*)\s*(?:\([^)]*\))?", entries)]
         for match in MEMBER_HEAD.finditer(code, start, end - 1):
-            direct = depth[match.start()] == depth[start] or in_companion(scopes, match.start(), start, depth, code)
+            direct = depth[match.start()] == depth[start] or in_companion(match.start(), start, depth, code)
             if parens[match.start()] != parens[start] or not direct:
                 continue
             add_member(code, match, lang, api, primary)
@@ -179,7 +179,7 @@ def owner_scope(scopes, position: int, depth: list[int]):
     return best if depth[position] == depth[best[0]] else (best[0], best[1], None, best[3])
 
 
-def in_companion(scopes, position: int, start: int, depth: list[int], code: str) -> bool:
+def in_companion(position: int, start: int, depth: list[int], code: str) -> bool:
     """Whether `position` sits directly in a `companion object` directly in the type whose body starts at `start`."""
     if depth[position] != depth[start] + 1:
         return False
